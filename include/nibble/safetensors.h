@@ -10,7 +10,7 @@
 
 namespace nibble {
 
-enum class DType { F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, I16, I8, U8, BOOL };
+enum class DType { F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, I16, I8, U8, BOOL, U16, U32, U64 };
 
 const char* dtype_name(DType t);               // "F32", "BF16", ...
 DType dtype_from_name(const std::string& s);   // throws nibble::Error on unknown names
@@ -27,6 +27,7 @@ struct TensorView {
 
   int64_t numel() const;
   std::vector<float> to_float() const;  // F32/F16/BF16/F64 -> float; other dtypes throw
+  void to_float(float* out) const;      // same, into out[numel()]
 };
 
 class SafetensorsFile {
@@ -60,6 +61,9 @@ class TensorStore {
   const TensorView& at(const std::string& name) const;  // throws naming the directory and tensor
   std::vector<std::string> names() const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }  // first file's
+  // The __metadata__ of the file that holds `name` (throws naming the directory and tensor).
+  const std::map<std::string, std::string>& metadata_of(const std::string& name) const;
+  const std::filesystem::path& dir() const { return dir_; }
 
  private:
   std::filesystem::path dir_;
