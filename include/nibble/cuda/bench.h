@@ -1,0 +1,42 @@
+#pragma once
+// Measurement helpers shared by `nibble bench kernels` and `nibble tune`: random packed weights
+// of a given shape (valid codes and scales, no quantizer run), CUDA-graph replay timing with the
+// inputs rotated over several copies (to defeat the L2), and the device copy bandwidth.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "nibble/format.h"
+
+namespace nibble::cuda {
+
+// A PackedTensor of `format` [N, K] in the serialized layout, random codes (every code value,
+// special values included) and random in-range scales. Throws nibble::Error for formats without
+// a CUDA kernel.
+PackedTensor random_packed(std::string_view format, int64_t N, int64_t K, uint64_t seed);
+
+// Times launch(copy) for copy = 0, 1, ..., copies - 1, 0, ... captured in one CUDA graph of at
+// least `launches` launches, replayed `replays` times after warm-up; returns the median
+// microseconds per launch. Falls back to event timing of direct launches when capture fails.
+double time_rotated_us(const std::function<void(int copy, cudaStream_t)>& launch, int copies, cudaStream_t stream,
+                       int launches = 48, int replays = 15);
+
+// Device-to-device copy bandwidth in GB/s (bytes read + bytes written), cudaMemcpyAsync of a
+// `bytes` buffer, median of several runs.
+double copy_bandwidth_gbps(size_t bytes, cudaStream_t stream);
+
+// Copies of a buffer of `bytes` needed so that rotating over them moves more than 3x the L2 (and
+// over 50 MB): at least 2.
+int rotation_copies(size_t bytes);
+
+struct DeviceInfo {
+  std::string name;
+  int sm_count = 0;
+  size_t l2_bytes = 0;
+};
+DeviceInfo device_info();
+
+}  // namespace nibble::cuda

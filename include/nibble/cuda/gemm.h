@@ -1,0 +1,103 @@
+#pragma once
+// Tensor-core GEMMs for prefill and large batches: Y[M, N] = X[M, K] · W[N, K]^T, any M >= 1,
+// fp16 activations and output (bits as uint16), FP32 accumulation, mma.sync tensor cores with a
+// multi-stage cp.async pipeline (docs/gemm.md):
+//   - nestedfp  (paper 004) FP16 mode: both byte planes loaded, FP16 rebuilt in registers, exact;
+//   - nestedfp8 (paper 004) FP8 mode: upper plane only, e4m3 tensor cores (sm_89+), per-token E4M3
+//     activation quantization in front (sx = 448 / amax(row)), 2^-8 / sx in the epilogue;
+//   - W4A16: nvfp4, nvfp4-razer, fp4-g128, razer-fp4-g128, int4-g128 codes dequantized in
+//     registers into FP16 fragments (global scale in the epilogue).
+// Requirements (nibble::Error otherwise): K a multiple of 64 (128 for nestedfp8) and of the group
+// size, N a multiple of 8. Built only when nvcc is found (NIBBLE_HAVE_CUDA).
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nibble/format.h"
+
+namespace nibble::cuda {
+
+// Device scratch for split-K partial sums and the FP8 activation copy. Grows on demand (a
+// cudaMalloc, so call once outside any CUDA-graph capture first); one per stream.
+class GemmWorkspace {
+ public:
+  GemmWorkspace() = default;
+  ~GemmWorkspace();
+  GemmWorkspace(const GemmWorkspace&) = delete;
+  GemmWorkspace& operator=(const GemmWorkspace&) = delete;
+  // At least `bytes` of device memory in one of two independent slots (0: split-K partials,
+  // 1: the quantized activations); growing a slot frees its old contents.
+  void* get(size_t bytes, int slot = 0);
+
+ private:
+  void* p_[2] = {nullptr, nullptr};
+  size_t n_[2] = {0, 0};
+};
+
+// A weight in the GEMM kernels' layout (docs/gemm.md), owning its device memory.
+class GemmWeight {
+ public:
+  GemmWeight() = default;
+  GemmWeight(GemmWeight&& o) noexcept;
+  GemmWeight& operator=(GemmWeight&& o) noexcept;
+  GemmWeight(const GemmWeight&) = delete;
+  GemmWeight& operator=(const GemmWeight&) = delete;
+  ~GemmWeight();
+
+  std::string format;      // registry name
+  int64_t N = 0, K = 0;
+  int block = 0;           // group size along K
+  float global_scale = 1.0f;
+  void* codes = nullptr;   // nestedfp*: upper plane [N, K]; W4: repacked nibbles [N, K/2]
+  void* meta = nullptr;    // nestedfp: lower plane [N, K]; W4: [K/block, N] words (fp16 scale | fp16 sv or 1024+z)
+  size_t codes_bytes = 0, meta_bytes = 0;
+  size_t bytes() const { return codes_bytes + meta_bytes; }
+
+ private:
+  void release() noexcept;
+};
+
+struct GemmOptions {
+  int split_k = 0;  // 0: chosen from the shape and the SM count; else the number of K splits
+};
+
+// Formats with a GEMM kernel here (registry names).
+std::vector<std::string> gemm_formats();
+bool has_gemm_kernel(std::string_view format);
+
+// Repacks (W4) or copies (nestedfp planes) t and uploads it. Throws nibble::Error naming `name`
+// and the field at fault for unsupported formats or shapes.
+GemmWeight upload_gemm(const PackedTensor& t, std::string_view name = "weight");
+
+// Y = X · W^T, x [M, K] fp16, y [M, N] fp16 on the device, asynchronous on `stream`. nestedfp8
+// quantizes X per token first (into `ws`).
+void gemm(const uint16_t* x, int M, const GemmWeight& w, uint16_t* y, GemmWorkspace& ws, cudaStream_t stream,
+          const GemmOptions& opt = {});
+
+// The two stages of the nestedfp8 path, exposed for tests and benchmarks.
+// x8[m, k] = E4M3(x[m, k] * sx[m]) (round to nearest even, saturating), sx = 448 / amax(row m)
+// (1 for an all-zero row); row_scale[m] = 1 / (256 * sx[m]).
+void quantize_rows_e4m3(const uint16_t* x, int M, int K, uint8_t* x8, float* row_scale, cudaStream_t stream);
+// y = (x8 · upper^T) * row_scale[m], upper [N, K] e4m3 codes.
+void gemm_e4m3(const uint8_t* x8, const float* row_scale, int M, const uint8_t* upper, int N, int K, uint16_t* y,
+               GemmWorkspace& ws, cudaStream_t stream, const GemmOptions& opt = {});
+
+// cuBLASLt FP8 reference point: y = alpha * x8 · w8^T, e4m3 inputs, fp16 output, FP32 accumulation.
+class CublasLtFp8 {
+ public:
+  CublasLtFp8();
+  ~CublasLtFp8();
+  CublasLtFp8(const CublasLtFp8&) = delete;
+  CublasLtFp8& operator=(const CublasLtFp8&) = delete;
+  void gemm(const uint8_t* x8, const uint8_t* w8, uint16_t* y, int M, int N, int K, float alpha, cudaStream_t stream);
+
+ private:
+  void* handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+}  // namespace nibble::cuda

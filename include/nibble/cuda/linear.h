@@ -1,0 +1,87 @@
+#pragma once
+// The CUDA linear layer for decode: Y[M, N] = X[M, K] · W[N, K]^T with M in 1..16 activation rows
+// (tokens), fp16 activations, weights in any supported low-bit format, FP32 accumulation.
+//
+// A DeviceWeight is an offline repack of a PackedTensor (the serialized layout of
+// ../shared/FORMATS.md) into the private layout of the kernel that will read it, uploaded once.
+// linear() then picks a kernel by format, M and shape (see docs/kernels.md).
+// Built only when nvcc is found (NIBBLE_HAVE_CUDA); the header itself needs only the CUDA runtime.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nibble/format.h"
+
+namespace nibble::cuda {
+
+// Weight formats with a GEMV kernel (fp16 goes through cuBLAS, see cublas_gemm_fp16).
+enum class WeightKind { nvfp4, nvfp4_razer, mxfp4, fp4_g128, razer_fp4_g128, razer_fp3_g128, int4_g128, nf4 };
+
+// How the nvfp4 / nvfp4-razer CUDA-core kernels turn FP4 codes into numbers (other formats have
+// one decoder).
+enum class Fp4Decode { automatic, bits, lut };
+// Which units multiply: CUDA cores (FP32 FMA, every format) or tensor cores (mma.sync on decoded
+// fp16 weights, FP32 accumulation; every format but razer-fp3-g128, K a multiple of 64).
+enum class Engine { automatic, cuda_cores, tensor_cores };
+
+// A weight on the device, in its kernel's layout. Owns its device memory; movable, not copyable.
+class DeviceWeight {
+ public:
+  DeviceWeight() = default;
+  DeviceWeight(DeviceWeight&& o) noexcept;
+  DeviceWeight& operator=(DeviceWeight&& o) noexcept;
+  DeviceWeight(const DeviceWeight&) = delete;
+  DeviceWeight& operator=(const DeviceWeight&) = delete;
+  ~DeviceWeight();
+
+  WeightKind kind = WeightKind::nvfp4;
+  std::string format;           // registry name
+  int64_t N = 0, K = 0;         // W is [N, K]
+  int block = 0;                // group size along K
+  float global_scale = 1.0f;
+  float sv_a = 0.0f, sv_b = 0.0f;
+  void* qweight = nullptr;      // element codes, kernel layout
+  void* scales = nullptr;       // per-group scales (native width), kernel layout
+  void* aux = nullptr;          // second metadata plane (int4 zero points), or null
+  void* qweight_mma = nullptr;  // the codes again in the tensor-core tile layout (null: no such path)
+  size_t qweight_bytes = 0, scales_bytes = 0, aux_bytes = 0, qweight_mma_bytes = 0;
+
+  // Bytes one GEMV must read from device memory for this weight (its storage cost).
+  size_t bytes() const { return qweight_bytes + scales_bytes + aux_bytes; }
+
+ private:
+  void release() noexcept;
+};
+
+// True when `format` (a registry name) has a GEMV kernel here.
+bool has_kernel(std::string_view format);
+// Formats with a GEMV kernel, in registry names.
+std::vector<std::string> kernel_formats();
+
+// Repacks t (serialized layout) into the kernel layouts and uploads it: the row-major layout of the
+// CUDA-core kernels, plus the tile layout of the tensor-core kernels where the format has one and
+// K is a multiple of 64 (the codes are then held twice). Throws nibble::Error naming the tensor
+// and field when the format has no kernel or the shape is not supported (K must be a multiple of
+// the group size and of 32).
+DeviceWeight upload(const PackedTensor& t, std::string_view name = "weight");
+
+struct LinearOptions {
+  Fp4Decode fp4_decode = Fp4Decode::automatic;
+  int rows_per_warp = 0;  // CUDA cores: 0 lets the dispatcher / tuning table choose (2 or 4)
+  Engine engine = Engine::automatic;
+};
+
+// Y = X · W^T. x: [M, K] fp16 (row-major, bits as uint16), y: [M, N] fp16, both on the device.
+// M in 1..16. Asynchronous on `stream`; throws nibble::Error on bad arguments or launch failure.
+void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaStream_t stream,
+            const LinearOptions& opt = {});
+
+// NF4 dequantization to fp16 [N, K] (paper 003): the branch-tree baseline and the shared-memory
+// lookup-table kernel. Bit-identical outputs. w must be an nf4 DeviceWeight.
+enum class Nf4Dequant { branch_tree, shared_lut };
+void nf4_dequantize(const DeviceWeight& w, uint16_t* out, Nf4Dequant which, cudaStream_t stream);
+
+}  // namespace nibble::cuda

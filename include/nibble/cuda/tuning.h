@@ -1,0 +1,43 @@
+#pragma once
+// The GEMV tuning table: per (format, K, N, M) the launch choice measured fastest by
+// `nibble tune` on the current GPU. linear() consults it; without an entry it uses the built-in
+// heuristic. The table is JSON: [{"format", "K", "N", "M", "engine", "rows_per_warp", "fp4_decode"},
+// ...] with engine "cuda_cores" or "tensor_cores".
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nibble/cuda/linear.h"
+
+namespace nibble::cuda {
+
+struct TunedChoice {
+  int rows_per_warp = 2;
+  Fp4Decode fp4_decode = Fp4Decode::bits;
+  Engine engine = Engine::cuda_cores;
+};
+
+struct TuningEntry {
+  std::string format;
+  int64_t K = 0, N = 0;
+  int M = 0;
+  TunedChoice choice;
+};
+
+// The table's entry for this case, else the heuristic (exact M match; else the heuristic).
+TunedChoice tuned_choice(std::string_view format, int64_t K, int64_t N, int M);
+// The heuristic alone.
+TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M);
+
+// Replaces the table in use (thread-safe). load_tuning_table throws nibble::Error naming the file
+// and field on a bad file. The env variable NIBBLE_CUDA_TUNING, if set, names a table loaded on
+// first use.
+void set_tuning_table(std::vector<TuningEntry> entries);
+void load_tuning_table(const std::string& path);
+void save_tuning_table(const std::string& path, const std::vector<TuningEntry>& entries);
+
+std::string_view fp4_decode_name(Fp4Decode d);
+std::string_view engine_name(Engine e);
+
+}  // namespace nibble::cuda

@@ -1,0 +1,36 @@
+#include "nibble/cuda/cublas_fp16.h"
+
+#include <cublas_v2.h>
+
+#include <string>
+
+#include "nibble/error.h"
+
+namespace nibble::cuda {
+namespace {
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw Error(std::string("cuBLAS ") + what + ": status " + std::to_string(int(s)));
+}
+}  // namespace
+
+CublasFp16::CublasFp16() {
+  cublasHandle_t h = nullptr;
+  check(cublasCreate(&h), "cublasCreate");
+  handle_ = h;
+}
+
+CublasFp16::~CublasFp16() {
+  if (handle_) cublasDestroy(static_cast<cublasHandle_t>(handle_));
+}
+
+void CublasFp16::gemm(const uint16_t* x, const uint16_t* w, uint16_t* y, int M, int N, int K, cudaStream_t stream) {
+  auto h = static_cast<cublasHandle_t>(handle_);
+  check(cublasSetStream(h, stream), "cublasSetStream");
+  const float alpha = 1.0f, beta = 0.0f;
+  // Column-major view: Y^T [N, M] = W [N, K] (stored K x N, transposed) · X^T [K, M].
+  check(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, CUDA_R_16F, K, x, CUDA_R_16F, K, &beta, y,
+                     CUDA_R_16F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+}
+
+}  // namespace nibble::cuda

@@ -1,0 +1,123 @@
+#pragma once
+// Register-only decoders: 4-bit / 3-bit element codes and block scales to numbers.
+//
+// Every element decoder turns one 32-bit word of eight 4-bit codes (element i in bits 4i..4i+3)
+// into four pairs: pair p holds elements p and p + 4, so one shift lines both codes up on the two
+// 16-bit halves and a single LOP3 builds two fp16 bit patterns at once. The GEMV pairs X the
+// same way. Shift counts are compile-time constants once the callers' loops unroll.
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace nibble::cuda::detail {
+
+// x shifted left by s (right by -s when s < 0).
+__device__ __forceinline__ uint32_t shl(uint32_t x, int s) { return s >= 0 ? x << s : x >> -s; }
+
+__device__ __forceinline__ float2 h2bits_to_float2(uint32_t h) {
+  __half2 v = *reinterpret_cast<__half2*>(&h);
+  return __half22float2(v);
+}
+
+// FP4 E2M1, OCP code layout S EE M. Placing S at fp16 bit 15 and EEM at bits 11..9 gives an fp16
+// equal to value * 2^-14 for every code, subnormal 0.5 included (fp16's own subnormal), so the
+// decode is two shifts and one LOP3 per pair; the caller multiplies the 2^14 back in once, after
+// the FP32 sums. Code 1000 (-0) decodes to -0.0.
+__device__ __forceinline__ uint32_t fp4x2_bits_h(uint32_t w, int p) {
+  return (shl(w, 12 - 4 * p) & 0x80008000u) | (shl(w, 9 - 4 * p) & 0x0E000E00u);
+}
+__device__ __forceinline__ float2 fp4x2_bits(uint32_t w, int p) { return h2bits_to_float2(fp4x2_bits_h(w, p)); }
+
+// Special codes found on the code word itself, not per element: a flag word has bit 3 of every
+// flagged nibble set (SWAR, three operations for eight codes). pair_mask turns the flags of decode
+// pair p (nibbles p and p + 4) into 0xFFFF half masks with one PRMT in sign-replicate mode.
+struct NibbleFlags {
+  uint32_t f, f4;  // flags, and flags << 4
+};
+__device__ __forceinline__ NibbleFlags make_flags(uint32_t f) { return {f, f << 4}; }
+// Nibbles equal to 1000 (FP4 -0, RaZeR's special value).
+__device__ __forceinline__ uint32_t nibble_eq8(uint32_t w) {
+  return ~((w & 0x77777777u) + 0x77777777u) & w & 0x88888888u;
+}
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(0u), "r"(sel));
+  return r;
+}
+__device__ __forceinline__ uint32_t pair_mask(const NibbleFlags& fl, int p) {
+  // pair p's flags sit at bits 4p + 3 and 4p + 19: bytes 0/2 (p < 2) or 1/3, bit 7 after << 4 if p even
+  const uint32_t src = (p & 1) ? fl.f : fl.f4;
+  return prmt(src, p < 2 ? 0xAA88u : 0xBB99u);
+}
+
+// fp16 pair h with the halves flagged in pair p replaced by the matching half of sv2.
+__device__ __forceinline__ uint32_t select_h(uint32_t h, const NibbleFlags& fl, int p, uint32_t sv2) {
+  const uint32_t m = pair_mask(fl, p);
+  return (h & ~m) | (sv2 & m);
+}
+constexpr float kFp4BitsFactor = 16384.0f;  // 2^14
+
+// RaZeR: -0.0 (the code 1000 / 100) is the special value.
+__device__ __forceinline__ float neg0_to(float v, float sv) {
+  return __float_as_uint(v) == 0x80000000u ? sv : v;
+}
+
+// FP4 in paper 001's repacked nibble {E1 E0 M S} (Table 3 with the sv row corrected):
+// 0.5 -> 0000, +0 -> 0010, sv -> 0011. Listing 1, two elements at a time: fp16 = S << 15 |
+// (0x38 + EEM0) << 8, then 0x3A00 (+0) -> 0 and 0xBA00 (the -0 code) -> the special value.
+// svh: the special value's fp16 bits in both halves (0 for plain FP4, whose repack never emits 0011).
+// The two compares of Listing 1 (V == 0x3A00, V == 0xBA00) are made once per word on the codes
+// (EEM == 001 is the +0 / sv code pair, S tells them apart), which is equivalent and cheaper than
+// comparing each fp16 half.
+struct EmsFlags {
+  NibbleFlags zero_or_sv, sv;
+};
+__device__ __forceinline__ EmsFlags ems_flags(uint32_t w) {
+  const uint32_t a = ((w >> 1) & 0x77777777u) ^ 0x11111111u;  // each nibble's EEM xor 001
+  const uint32_t z = ~(a + 0x77777777u) & 0x88888888u;         // EEM == 001
+  return {make_flags(z), make_flags(z & (w << 3))};             // ... and S set: the special value
+}
+__device__ __forceinline__ uint32_t fp4x2_ems_h(uint32_t w, int p, const EmsFlags& fl, uint32_t svh, bool razer) {
+  const uint32_t v = w >> (4 * p);
+  uint32_t h = (((v & 0x000E000Eu) << 8) + 0x38003800u) | ((v & 0x00010001u) << 15);
+  h &= ~pair_mask(fl.zero_or_sv, p);  // 0x3A00 / 0xBA00 -> 0
+  if (razer) h |= svh & pair_mask(fl.sv, p);
+  return h;
+}
+__device__ __forceinline__ float2 fp4x2_ems(uint32_t w, int p, const EmsFlags& fl, uint32_t svh, bool razer) {
+  return h2bits_to_float2(fp4x2_ems_h(w, p, fl, svh, razer));
+}
+
+// FP3 E2M0 from three bit planes (sign, exponent bit 0, exponent bit 1) whose bit s holds one
+// element and bit s + 16 its partner: fp16 = S << 15 | E << 10 is value * 2^-14, -0 stays -0.0.
+__device__ __forceinline__ float2 fp3x2_planes(uint32_t sgn, uint32_t e0, uint32_t e1, int s) {
+  uint32_t h = (shl(sgn, 15 - s) & 0x80008000u) | (shl(e1, 11 - s) & 0x08000800u) |
+               (shl(e0, 10 - s) & 0x04000400u);
+  return h2bits_to_float2(h);
+}
+
+// Unsigned 4-bit q minus zero point z, exact: fp16 0x6400 | q is 1024 + q; subtract 1024 + z.
+// zz: (1024 + z) as fp16 in both halves.
+__device__ __forceinline__ uint32_t int4x2_minus_zero_h(uint32_t w, int p, __half2 zz) {
+  uint32_t h = ((w >> (4 * p)) & 0x000F000Fu) | 0x64006400u;
+  __half2 v = __hsub2(*reinterpret_cast<__half2*>(&h), zz);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ float2 int4x2_minus_zero(uint32_t w, int p, __half2 zz) {
+  return h2bits_to_float2(int4x2_minus_zero_h(w, p, zz));
+}
+
+// E4M3 ("fn", positive here) block scale: its bits shifted into fp16 are value * 2^-8.
+__device__ __forceinline__ float e4m3_to_float(uint32_t b) {
+  return __half2float(__ushort_as_half(uint16_t((b & 0x7Fu) << 7))) * 256.0f;
+}
+// Unsigned E3M3 (bias 3): shifted into fp16 it is value * 2^-12.
+__device__ __forceinline__ float e3m3_to_float(uint32_t b) {
+  return __half2float(__ushort_as_half(uint16_t((b & 0x3Fu) << 7))) * 4096.0f;
+}
+// E8M0: 2^(e - 127); e = 0 is 2^-127 (an FP32 subnormal).
+__device__ __forceinline__ float e8m0_to_float(uint32_t e) {
+  return e ? __uint_as_float(e << 23) : __uint_as_float(0x00400000u);
+}
+
+}  // namespace nibble::cuda::detail

@@ -1,0 +1,85 @@
+// linear(): argument checks and the choice of kernel (format, decoder, rows per warp).
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "gemv_args.h"
+#include "nibble/cuda/check.h"
+#include "nibble/cuda/linear.h"
+#include "nibble/cuda/tuning.h"
+#include "nibble/error.h"
+
+namespace nibble::cuda {
+namespace {
+
+detail::GemvLauncher pick_launcher(WeightKind k, Fp4Decode dec) {
+  using namespace detail;
+  switch (k) {
+    case WeightKind::nvfp4: return dec == Fp4Decode::lut ? launch_nvfp4_lut : launch_nvfp4_bits;
+    case WeightKind::nvfp4_razer: return dec == Fp4Decode::lut ? launch_nvfp4_razer_lut : launch_nvfp4_razer_bits;
+    case WeightKind::mxfp4: return launch_mxfp4;
+    case WeightKind::fp4_g128: return launch_fp4_g128;
+    case WeightKind::razer_fp4_g128: return launch_razer_fp4_g128;
+    case WeightKind::razer_fp3_g128: return launch_razer_fp3_g128;
+    case WeightKind::int4_g128: return launch_int4_g128;
+    case WeightKind::nf4: return launch_nf4;
+  }
+  return nullptr;
+}
+
+detail::MmaLauncher pick_mma_launcher(WeightKind k) {
+  using namespace detail;
+  switch (k) {
+    case WeightKind::nvfp4: return launch_mma_nvfp4;
+    case WeightKind::nvfp4_razer: return launch_mma_nvfp4_razer;
+    case WeightKind::mxfp4: return launch_mma_mxfp4;
+    case WeightKind::fp4_g128: return launch_mma_fp4_g128;
+    case WeightKind::razer_fp4_g128: return launch_mma_razer_fp4_g128;
+    case WeightKind::int4_g128: return launch_mma_int4_g128;
+    case WeightKind::nf4: return launch_mma_nf4;
+    default: return nullptr;
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaStream_t stream,
+            const LinearOptions& opt) {
+  if (M < 1 || M > 16) throw Error(fmt::format("linear '{}': M = {} is outside 1..16", w.format, M));
+  if (!w.qweight) throw Error(fmt::format("linear '{}': the weight was not uploaded", w.format));
+  if (!x || !y || !aligned16(x)) throw Error(fmt::format("linear '{}': x must be a 16-byte aligned device pointer", w.format));
+  if (opt.rows_per_warp != 0 && opt.rows_per_warp != 2 && opt.rows_per_warp != 4)
+    throw Error(fmt::format("linear '{}': rows_per_warp = {} (allowed: 0, 2, 4)", w.format, opt.rows_per_warp));
+
+  TunedChoice choice = tuned_choice(w.format, w.K, w.N, M);
+  if (opt.rows_per_warp) choice.rows_per_warp = opt.rows_per_warp;
+  if (opt.fp4_decode != Fp4Decode::automatic) choice.fp4_decode = opt.fp4_decode;
+  if (opt.engine != Engine::automatic) choice.engine = opt.engine;
+  const detail::MmaLauncher mma = w.qweight_mma ? pick_mma_launcher(w.kind) : nullptr;
+  if (choice.engine == Engine::tensor_cores && !mma) {
+    if (opt.engine == Engine::tensor_cores)
+      throw Error(fmt::format("linear '{}': no tensor-core kernel for this format / K = {} (needs K % 64 == 0)",
+                              w.format, w.K));
+    choice.engine = Engine::cuda_cores;
+  }
+
+  detail::GemvArgs a;
+  a.q = static_cast<const uint8_t*>(w.qweight);
+  a.scales = static_cast<const uint8_t*>(w.scales);
+  a.aux = static_cast<const uint8_t*>(w.aux);
+  a.x = reinterpret_cast<const __half*>(x);
+  a.y = reinterpret_cast<__half*>(y);
+  a.M = M, a.N = int(w.N), a.K = int(w.K);
+  a.out_scale = w.global_scale, a.sv_a = w.sv_a, a.sv_b = w.sv_b;
+  if (choice.engine == Engine::tensor_cores) {
+    a.q = static_cast<const uint8_t*>(w.qweight_mma);
+    mma(a, stream);
+  } else {
+    pick_launcher(w.kind, choice.fp4_decode)(a, choice.rows_per_warp, stream);
+  }
+  NIBBLE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace nibble::cuda

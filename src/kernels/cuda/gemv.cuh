@@ -1,0 +1,176 @@
+#pragma once
+// The CUDA-core GEMV shared by every weight format: Y[M, N] = X[M, K] · W[N, K]^T, M <= 16.
+//
+// Mapping (paper 002 Sec. 5 / App. C): a warp owns R whole rows of W; each lane streams 16-byte
+// chunks of those rows (lanes side by side, so a warp reads 512 contiguous bytes per row), decodes
+// them in registers and multiplies them with all M activation rows at once, so every weight byte
+// is read from memory exactly once for the whole batch (multi-token fusion). Each lane keeps
+// R x M x 2 independent FP32 accumulator chains (multi-accumulator); a group's FP32 partial sum is
+// multiplied by its scale once at the group's end. One warp reduction per output at the end.
+//
+// A format policy F supplies: kChunkK (elements per lane chunk), kChunkBytes (a multiple of 16),
+// kGroupK, kLutSize (shared-memory table entries, 0 if none), kOutFactor (multiplied into the
+// sums once), q_row_bytes / s_row_bytes (K), Meta, load_meta, scale, decode8, lut_entry.
+#include <cuda_fp16.h>
+
+#include "decode.cuh"
+#include "gemv_args.h"
+
+namespace nibble::cuda::detail {
+
+// Streaming 16-byte load: read once, so do not keep it in L1.
+__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// Word i of a chunk held in registers (i is a constant once loops unroll).
+template <int NV>
+__device__ __forceinline__ uint32_t word_of(const uint4 (&v)[NV], int i) {
+  const uint4& q = v[i / 4];
+  switch (i % 4) {
+    case 0: return q.x;
+    case 1: return q.y;
+    case 2: return q.z;
+    default: return q.w;
+  }
+}
+
+__device__ __forceinline__ void unpack_x8(uint4 v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 t = h2bits_to_float2(w[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+// One lane's chunk c of its R rows, times all MT (<= M valid) activation rows.
+template <class F, int MT, int R>
+__device__ __forceinline__ void chunk_dot(const GemvArgs& a, const uint4 (&wq)[R][F::kChunkBytes / 16],
+                                          const typename F::Meta (&meta)[R], int c, const float* lut,
+                                          float (&acc)[R][MT]) {
+  constexpr int E = F::kChunkK / 8;  // 8-element steps per chunk
+  constexpr int EG = (F::kGroupK < F::kChunkK ? F::kGroupK : F::kChunkK) / 8;  // steps per scale
+  const __half* xc = a.x + size_t(c) * F::kChunkK;
+  float2 part[R][MT];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    if (e % EG == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) part[r][m] = make_float2(0.0f, 0.0f);
+    }
+    float2 d[R][4];
+#pragma unroll
+    for (int r = 0; r < R; ++r) F::decode8(wq[r], e, meta[r], a, lut, d[r]);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m < a.M) {
+        float xf[8];
+        unpack_x8(__ldg(reinterpret_cast<const uint4*>(xc + size_t(m) * a.K + 8 * e)), xf);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int p = 0; p < 4; ++p) {
+            part[r][m].x = fmaf(d[r][p].x, xf[p], part[r][m].x);
+            part[r][m].y = fmaf(d[r][p].y, xf[p + 4], part[r][m].y);
+          }
+      }
+    }
+    if (e % EG == EG - 1) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float s = F::scale(meta[r], e / EG, a);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) acc[r][m] = fmaf(part[r][m].x + part[r][m].y, s, acc[r][m]);
+      }
+    }
+  }
+}
+
+template <class F, int MT, int R>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
+  constexpr int NV = F::kChunkBytes / 16;
+  constexpr int U = F::kChunkBytes <= 16 ? 2 : 1;  // chunks per row in flight per lane (>= 32 bytes)
+  __shared__ float lut[F::kLutSize > 0 ? F::kLutSize : 1];
+  if constexpr (F::kLutSize > 0) {
+    for (int i = threadIdx.x; i < F::kLutSize; i += kThreads) lut[i] = F::lut_entry(a, i);
+    __syncthreads();
+  }
+  const int lane = threadIdx.x & 31;
+  const int row0 = (blockIdx.x * kWarps + (threadIdx.x >> 5)) * R;
+  if (row0 >= a.N) return;
+  const int nchunks = a.K / F::kChunkK;
+  const uint8_t* qrow[R];
+  const uint8_t* srow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const size_t row = size_t(min(row0 + r, a.N - 1));  // rows past N: read a valid row, store nothing
+    qrow[r] = a.q + row * F::q_row_bytes(a.K);
+    srow[r] = a.scales + row * F::s_row_bytes(a.K);
+  }
+  float acc[R][MT];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
+
+  for (int c0 = lane; c0 < nchunks; c0 += 32 * U) {
+    uint4 wq[U][R][NV];
+    typename F::Meta meta[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = min(c0 + 32 * u, nchunks - 1);  // a clamped duplicate is loaded, never used
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int v = 0; v < NV; ++v) wq[u][r][v] = load_stream(qrow[r] + size_t(c) * F::kChunkBytes + 16 * v);
+        meta[u][r] = F::load_meta(srow[r], a, c);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (c0 + 32 * u < nchunks) chunk_dot<F, MT, R>(a, wq[u], meta[u], c0 + 32 * u, lut, acc);
+  }
+
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      float v = acc[r][m];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+      // every lane now holds the sum; a different lane stores each output
+      if (lane == (r * MT + m) % 32 && m < a.M && row0 + r < a.N)
+        a.y[size_t(m) * a.N + row0 + r] = __float2half_rn(v * (a.out_scale * F::kOutFactor));
+    }
+}
+
+// Launches the instantiation for MT = the smallest of {1, 2, 4, 8, 16} >= M and R rows per warp
+// (R = 4 only up to M = 8).
+template <class F>
+void launch_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
+  const int R = rows_per_warp == 4 && a.M <= 8 ? 4 : 2;  // 4 rows x 16 tokens would spill
+  const dim3 grid((a.N + kWarps * R - 1) / (kWarps * R));
+  auto go = [&](auto kernel) { kernel<<<grid, kThreads, 0, s>>>(a); };
+  if (R == 4) {
+    if (a.M <= 1) go(gemv_kernel<F, 1, 4>);
+    else if (a.M <= 2) go(gemv_kernel<F, 2, 4>);
+    else if (a.M <= 4) go(gemv_kernel<F, 4, 4>);
+    else go(gemv_kernel<F, 8, 4>);
+  } else {
+    if (a.M <= 1) go(gemv_kernel<F, 1, 2>);
+    else if (a.M <= 2) go(gemv_kernel<F, 2, 2>);
+    else if (a.M <= 4) go(gemv_kernel<F, 4, 2>);
+    else if (a.M <= 8) go(gemv_kernel<F, 8, 2>);
+    else go(gemv_kernel<F, 16, 2>);
+  }
+}
+
+}  // namespace nibble::cuda::detail

@@ -1,0 +1,44 @@
+// INT4 asymmetric group-128 GEMV. Kernel layout: codes as serialized (row-major, two per byte);
+// per group one 32-bit word {fp16 scale, fp16 1024 + zero point} (repacked from the FP16 scales
+// and the 4-bit qzeros plane), so (q - z) is one HSUB2 on the magic-number decode of q.
+#include "gemv.cuh"
+#include "gemv_mma.cuh"
+
+namespace nibble::cuda::detail {
+
+struct Int4G128 {
+  static constexpr int kChunkK = 32, kChunkBytes = 16, kGroupK = 128, kLutSize = 0;
+  static constexpr float kOutFactor = 1.0f;
+  static __device__ __forceinline__ size_t q_row_bytes(int K) { return size_t(K) / 2; }
+  static __device__ __forceinline__ size_t s_row_bytes(int K) { return size_t(K) / 128 * 4; }
+  struct Meta {
+    uint32_t sz;  // low half: scale; high half: 1024 + z
+  };
+  static __device__ __forceinline__ Meta load_meta(const uint8_t* srow, const GemvArgs&, int c) {
+    return {__ldg(reinterpret_cast<const unsigned int*>(srow) + c / 4)};
+  }
+  static __device__ __forceinline__ float scale(const Meta& m, int, const GemvArgs&) {
+    return __half2float(__ushort_as_half(uint16_t(m.sz & 0xFFFFu)));
+  }
+  static __device__ __forceinline__ void decode8(const uint4 (&w)[1], int e, const Meta& m, const GemvArgs&,
+                                                 const float*, float2 (&d)[4]) {
+    const uint32_t x = word_of(w, e);
+    const __half2 zz = __half2half2(__ushort_as_half(uint16_t(m.sz >> 16)));
+#pragma unroll
+    for (int p = 0; p < 4; ++p) d[p] = int4x2_minus_zero(x, p, zz);
+  }
+  static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
+  static constexpr int kLutHalf = 0;
+  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, int, const GemvArgs&,
+                                                  const __half*, uint32_t (&A)[4]) {
+    const __half2 z0 = __half2half2(__ushort_as_half(uint16_t(m0.sz >> 16)));
+    const __half2 z1 = __half2half2(__ushort_as_half(uint16_t(m1.sz >> 16)));
+#pragma unroll
+    for (int p = 0; p < 4; ++p) A[p] = int4x2_minus_zero_h(x, p, (p & 1) ? z1 : z0);
+  }
+};
+
+void launch_int4_g128(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Int4G128>(a, r, s); }
+void launch_mma_int4_g128(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Int4G128>(a, s); }
+
+}  // namespace nibble::cuda::detail

@@ -1,0 +1,13 @@
+// NVFP4-RaZeR GEMV: the bit-placement decoder (-0 selects the block's special value) and the
+// shared-memory table decoder (four tables, one per special value).
+#include "gemv.cuh"
+#include "gemv_mma.cuh"
+#include "nvfp4_policy.cuh"
+
+namespace nibble::cuda::detail {
+
+void launch_nvfp4_razer_bits(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nvfp4Bits<true>>(a, r, s); }
+void launch_nvfp4_razer_lut(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nvfp4Lut<true>>(a, r, s); }
+void launch_mma_nvfp4_razer(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Nvfp4Bits<true>>(a, s); }
+
+}  // namespace nibble::cuda::detail

@@ -1,0 +1,109 @@
+#pragma once
+// NVFP4 and NVFP4-RaZeR weights (block 16, one scale byte per block), serialized layout as is:
+// codes row-major two per byte, scales row-major [N][K/16]. A lane chunk is 32 elements (16 bytes)
+// and its two scale bytes. Two decoders: bit placement into fp16 (Bits) or a shared-memory table
+// (Lut); RaZeR's scale byte is E3M3 + sv magnitude bit 6 + sv sign bit 7, nvfp4's is E4M3.
+#include "decode.cuh"
+#include "gemv_args.h"
+
+namespace nibble::cuda::detail {
+
+template <bool kRazer>
+struct Nvfp4Base {
+  static constexpr int kChunkK = 32, kChunkBytes = 16, kGroupK = 16;
+  static __device__ __forceinline__ size_t q_row_bytes(int K) { return size_t(K) / 2; }
+  static __device__ __forceinline__ size_t s_row_bytes(int K) { return size_t(K) / 16; }
+  struct Meta {
+    uint32_t s;  // the chunk's two scale bytes
+  };
+  static __device__ __forceinline__ Meta load_meta(const uint8_t* srow, const GemvArgs&, int c) {
+    return {__ldg(reinterpret_cast<const unsigned short*>(srow) + c)};
+  }
+  static __device__ __forceinline__ uint32_t byte_of(const Meta& m, int g) { return (m.s >> (8 * g)) & 0xFFu; }
+  static __device__ __forceinline__ float block_scale(const Meta& m, int g) {
+    return kRazer ? e3m3_to_float(byte_of(m, g)) : e4m3_to_float(byte_of(m, g));
+  }
+  // The block's special value (RaZeR): magnitude sv_a or sv_b by bit 6, sign by bit 7.
+  static __device__ __forceinline__ float special_value(const Meta& m, int g, const GemvArgs& a) {
+    const uint32_t b = byte_of(m, g);
+    const float mag = (b & 0x40u) ? a.sv_b : a.sv_a;
+    return (b & 0x80u) ? -mag : mag;
+  }
+};
+
+template <bool kRazer>
+struct Nvfp4Bits : Nvfp4Base<kRazer> {
+  using B = Nvfp4Base<kRazer>;
+  static constexpr int kLutSize = 0;
+  static constexpr float kOutFactor = kFp4BitsFactor;
+  static __device__ __forceinline__ float scale(const typename B::Meta& m, int g, const GemvArgs&) {
+    return B::block_scale(m, g);
+  }
+  static __device__ __forceinline__ void decode8(const uint4 (&w)[1], int e, const typename B::Meta& m,
+                                                 const GemvArgs& a, const float*, float2 (&d)[4]) {
+    const uint32_t x = word_of(w, e);
+    uint32_t sv2 = 0;
+    NibbleFlags fl{0, 0};
+    if (kRazer) sv2 = sv_h2(B::special_value(m, e / 2, a)), fl = make_flags(nibble_eq8(x));
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      uint32_t h = fp4x2_bits_h(x, p);
+      if (kRazer) h = select_h(h, fl, p, sv2);  // -0 codes -> the block's special value
+      d[p] = h2bits_to_float2(h);
+    }
+  }
+  static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
+  // Tensor-core path: four fp16 pairs (A registers; odd pairs are row g + 8, meta m1).
+  static constexpr int kLutHalf = 0;
+  static __device__ __forceinline__ uint32_t sv_h2(float sv) {
+    return uint32_t(__half_as_ushort(__float2half_rn(sv * (1.0f / kFp4BitsFactor)))) * 0x10001u;
+  }
+  static __device__ __forceinline__ void decode_h(uint32_t x, const typename B::Meta& m0, const typename B::Meta& m1,
+                                                  int grp, const GemvArgs& a, const __half*, uint32_t (&A)[4]) {
+    uint32_t sv0 = 0, sv1 = 0;
+    NibbleFlags fl{0, 0};
+    if (kRazer) {
+      sv0 = sv_h2(B::special_value(m0, grp, a)), sv1 = sv_h2(B::special_value(m1, grp, a));
+      fl = make_flags(nibble_eq8(x));
+    }
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      uint32_t h = fp4x2_bits_h(x, p);
+      if (kRazer) h = select_h(h, fl, p, (p & 1) ? sv1 : sv0);
+      A[p] = h;
+    }
+  }
+};
+
+// FP4 E2M1 value of code c (c & 8 is the sign).
+__device__ __forceinline__ float fp4_value(int c) {
+  const int em = c & 7;
+  const float mag = em < 2 ? 0.5f * em : float(1 << ((em >> 1) - 1)) * (1.0f + 0.5f * (em & 1));
+  return (c & 8) ? -mag : mag;
+}
+
+template <bool kRazer>
+struct Nvfp4Lut : Nvfp4Base<kRazer> {
+  using B = Nvfp4Base<kRazer>;
+  // nvfp4: 16 values. RaZeR: 4 tables of 16 (index: scale byte bits 7..6, then the code), entry 8
+  // of each holding its special value.
+  static constexpr int kLutSize = kRazer ? 64 : 16;
+  static constexpr float kOutFactor = 1.0f;
+  static __device__ float lut_entry(const GemvArgs& a, int i) {
+    const int code = i & 15, sel = i >> 4;
+    if (kRazer && code == 8) return (sel & 2) ? -((sel & 1) ? a.sv_b : a.sv_a) : ((sel & 1) ? a.sv_b : a.sv_a);
+    return fp4_value(code);
+  }
+  static __device__ __forceinline__ float scale(const typename B::Meta& m, int g, const GemvArgs&) {
+    return B::block_scale(m, g);
+  }
+  static __device__ __forceinline__ void decode8(const uint4 (&w)[1], int e, const typename B::Meta& m,
+                                                 const GemvArgs&, const float* lut, float2 (&d)[4]) {
+    const uint32_t x = word_of(w, e);
+    const float* t = kRazer ? lut + ((B::byte_of(m, e / 2) >> 6) << 4) : lut;
+#pragma unroll
+    for (int p = 0; p < 4; ++p) d[p] = make_float2(t[(x >> (4 * p)) & 15u], t[(x >> (4 * p + 16)) & 15u]);
+  }
+};
+
+}  // namespace nibble::cuda::detail

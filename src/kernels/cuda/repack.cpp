@@ -1,0 +1,89 @@
+#include "repack.h"
+
+#include <cstring>
+
+#include "nibble/half.h"
+
+namespace nibble::cuda::detail {
+
+namespace {
+uint8_t ems_nibble(uint32_t code, bool razer) {
+  const uint32_t s = code >> 3, em = code & 7;
+  if (em == 1) return uint8_t(s);                                 // +-0.5
+  if (em == 0) return uint8_t(s && razer ? 0x3 : 0x2);            // +0 / -0
+  return uint8_t((em << 1) | s);
+}
+}  // namespace
+
+std::vector<uint8_t> repack_fp4_ems(const std::vector<uint8_t>& q, bool razer) {
+  uint8_t table[256];
+  for (uint32_t b = 0; b < 256; ++b) table[b] = uint8_t(ems_nibble(b & 15, razer) | (ems_nibble(b >> 4, razer) << 4));
+  std::vector<uint8_t> out(q.size());
+  for (size_t i = 0; i < q.size(); ++i) out[i] = table[q[i]];
+  return out;
+}
+
+int fp3_plane_bit(int e) {
+  const int g = e / 8, i = e % 8;
+  return i < 4 ? 4 * g + i : 16 + 4 * g + (i - 4);
+}
+
+std::vector<uint8_t> repack_fp3_planes(const std::vector<uint8_t>& q) {
+  constexpr size_t kGroupBytes = 48;  // 128 elements x 3 bits
+  std::vector<uint8_t> out(q.size());
+  int dst_bit[32];
+  for (int e = 0; e < 32; ++e) dst_bit[e] = fp3_plane_bit(e);
+  for (size_t g0 = 0; g0 + kGroupBytes <= q.size(); g0 += kGroupBytes) {
+    uint32_t planes[3][4] = {};  // [sign, bit0, bit1][sub-block]
+    for (int sb = 0; sb < 4; ++sb) {
+      uint32_t src[3];
+      std::memcpy(src, q.data() + g0 + 12 * sb, 12);
+      const int dst_plane[3] = {1, 2, 0};  // serialized bit 0, bit 1, bit 2 (sign)
+      for (int k = 0; k < 3; ++k)
+        for (int e = 0; e < 32; ++e) planes[dst_plane[k]][sb] |= ((src[k] >> e) & 1u) << dst_bit[e];
+    }
+    std::memcpy(out.data() + g0, planes, kGroupBytes);
+  }
+  return out;
+}
+
+std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, int64_t K) {
+  const int64_t blocks = (N + 15) / 16, chunks = K / 64, row_bytes = K / 2;
+  std::vector<uint8_t> out(size_t(blocks * chunks * 512), 0);
+  auto code = [&](int64_t row, int64_t k) -> uint32_t {
+    if (row >= N) return 0;
+    return (q[size_t(row * row_bytes + k / 2)] >> (4 * (k & 1))) & 15u;
+  };
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, t = lane % 4;
+        for (int j = 0; j < 4; ++j) {
+          uint32_t word = 0;
+          for (int p = 0; p < 8; ++p) {
+            const int64_t row = b * 16 + g + 8 * (p & 1);
+            const int64_t k = c * 64 + 16 * j + 4 * t + 2 * ((p >> 1) & 1) + (p >> 2);
+            word |= code(row, k) << (4 * p);
+          }
+          std::memcpy(out.data() + size_t(((b * chunks + c) * 32 + lane) * 16 + 4 * j), &word, 4);
+        }
+      }
+  return out;
+}
+
+std::vector<uint8_t> repack_int4_meta(const std::vector<uint8_t>& scales, const std::vector<uint8_t>& zeros,
+                                      int64_t rows, int64_t groups) {
+  std::vector<uint8_t> out(size_t(rows * groups * 4));
+  const int64_t zrow = (groups + 1) / 2;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      uint16_t s;
+      std::memcpy(&s, scales.data() + 2 * (r * groups + g), 2);
+      const uint32_t z = (zeros[size_t(r * zrow + g / 2)] >> (4 * (g & 1))) & 15u;
+      const uint32_t word = uint32_t(s) | (uint32_t(float_to_half(1024.0f + float(z))) << 16);
+      std::memcpy(out.data() + 4 * (r * groups + g), &word, 4);
+    }
+  return out;
+}
+
+}  // namespace nibble::cuda::detail

@@ -1,0 +1,123 @@
+#include "nibble/cuda/tuning.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "nibble/error.h"
+
+namespace nibble::cuda {
+namespace {
+
+struct Table {
+  std::mutex mu;
+  std::vector<TuningEntry> entries;
+  bool env_checked = false;
+};
+Table& table() {
+  static Table t;
+  return t;
+}
+
+std::vector<TuningEntry> parse_table(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("tuning table '{}': cannot open", path));
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("tuning table '{}': not JSON: {}", path, e.what()));
+  }
+  if (!j.is_array()) throw Error(fmt::format("tuning table '{}': top level must be a list", path));
+  std::vector<TuningEntry> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const auto& e = j[i];
+    auto need = [&](const char* field) -> const nlohmann::json& {
+      if (!e.is_object() || !e.contains(field))
+        throw Error(fmt::format("tuning table '{}': entry {} has no field '{}'", path, i, field));
+      return e[field];
+    };
+    try {
+      TuningEntry t;
+      t.format = need("format").get<std::string>();
+      t.K = need("K").get<int64_t>(), t.N = need("N").get<int64_t>(), t.M = need("M").get<int>();
+      t.choice.rows_per_warp = need("rows_per_warp").get<int>();
+      const std::string dec = need("fp4_decode").get<std::string>();
+      const std::string eng = need("engine").get<std::string>();
+      if (eng == "cuda_cores") t.choice.engine = Engine::cuda_cores;
+      else if (eng == "tensor_cores") t.choice.engine = Engine::tensor_cores;
+      else throw Error(fmt::format("tuning table '{}': entry {} field engine '{}' (cuda_cores or tensor_cores)", path, i, eng));
+      if (t.choice.rows_per_warp != 2 && t.choice.rows_per_warp != 4)
+        throw Error(fmt::format("tuning table '{}': entry {} field rows_per_warp must be 2 or 4", path, i));
+      if (dec == "bits") t.choice.fp4_decode = Fp4Decode::bits;
+      else if (dec == "lut") t.choice.fp4_decode = Fp4Decode::lut;
+      else throw Error(fmt::format("tuning table '{}': entry {} field fp4_decode '{}' (bits or lut)", path, i, dec));
+      out.push_back(std::move(t));
+    } catch (const nlohmann::json::exception& ex) {
+      throw Error(fmt::format("tuning table '{}': entry {}: {}", path, i, ex.what()));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view engine_name(Engine e) {
+  switch (e) {
+    case Engine::cuda_cores: return "cuda_cores";
+    case Engine::tensor_cores: return "tensor_cores";
+    default: return "auto";
+  }
+}
+
+std::string_view fp4_decode_name(Fp4Decode d) {
+  switch (d) {
+    case Fp4Decode::bits: return "bits";
+    case Fp4Decode::lut: return "lut";
+    default: return "auto";
+  }
+}
+
+TunedChoice default_choice(std::string_view format, int64_t K, int64_t, int M) {
+  TunedChoice c;
+  c.engine = M >= 2 && format != "razer-fp3-g128" && K % 64 == 0 ? Engine::tensor_cores : Engine::cuda_cores;
+  c.rows_per_warp = M <= 4 ? 4 : 2;
+  c.fp4_decode = Fp4Decode::bits;
+  return c;
+}
+
+TunedChoice tuned_choice(std::string_view format, int64_t K, int64_t N, int M) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (!t.env_checked) {
+    t.env_checked = true;
+    if (const char* path = std::getenv("NIBBLE_CUDA_TUNING"); path && *path) t.entries = parse_table(path);
+  }
+  for (const auto& e : t.entries)
+    if (e.format == format && e.K == K && e.N == N && e.M == M) return e.choice;
+  return default_choice(format, K, N, M);
+}
+
+void set_tuning_table(std::vector<TuningEntry> entries) {
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  t.env_checked = true;
+  t.entries = std::move(entries);
+}
+
+void load_tuning_table(const std::string& path) { set_tuning_table(parse_table(path)); }
+
+void save_tuning_table(const std::string& path, const std::vector<TuningEntry>& entries) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& e : entries)
+    j.push_back({{"format", e.format}, {"K", e.K}, {"N", e.N}, {"M", e.M}, {"engine", engine_name(e.choice.engine)},
+                 {"rows_per_warp", e.choice.rows_per_warp}, {"fp4_decode", fp4_decode_name(e.choice.fp4_decode)}});
+  std::ofstream out(path);
+  if (!out) throw Error(fmt::format("tuning table '{}': cannot write", path));
+  out << j.dump(1) << "\n";
+}
+
+}  // namespace nibble::cuda

@@ -1,0 +1,88 @@
+// ReSET (../shared/RESET.md): per-token temperature from token entropy and a hybrid step-entropy
+// estimate, with O(1) bookkeeping.
+#include <cmath>
+#include <string>
+
+#include "nibble/error.h"
+#include "nibble/sampler.h"
+
+namespace nibble {
+
+namespace {
+
+void require(bool ok, const char* field, double value, const char* range) {
+  if (!ok)
+    throw Error(std::string("reset sampler: ") + field + " must be " + range + ", got " +
+                std::to_string(value));
+}
+
+}  // namespace
+
+void validate(const ResetParams& p) {
+  require(std::isfinite(p.t_low) && p.t_low > 0, "t_low", p.t_low, "finite and > 0");
+  require(std::isfinite(p.t_high) && p.t_high > 0, "t_high", p.t_high, "finite and > 0");
+  require(std::isfinite(p.tau0) && p.tau0 >= 0, "tau0", p.tau0, "finite and >= 0");
+  require(p.window >= 1, "window", p.window, ">= 1");
+  require(p.top_p > 0 && p.top_p <= 1, "top_p", p.top_p, "in (0, 1]");
+}
+
+ResetController::ResetController(const ResetParams& params, TokenTextFn token_text)
+    : p_(params), text_(std::move(token_text)) {
+  validate(p_);
+  if (!text_) throw Error("reset sampler: needs the tokenizer's token texts to find steps");
+  ring_.assign(size_t(p_.window), 0.0);
+}
+
+ResetDecision ResetController::decide(const float* logits, int64_t n) {
+  if (pending_) throw Error("reset sampler: decide() called twice without accept()");
+  ResetDecision d;
+  d.entropy = entropy_nats(logits, n);
+  const int64_t w = p_.window;
+  if (t_ == 0) {
+    d.h_step = d.entropy;  // nothing seen yet
+    d.h_bar = d.h_step;    // the first step counts as confident
+  } else {
+    d.h_step = step_n_ < w ? window_sum_ / double(std::min(t_, w)) : step_sum_ / double(step_n_);
+    d.h_bar = total_sum_ / double(t_);
+  }
+  d.uncertain_step = d.h_step > d.h_bar;
+  const double threshold = d.uncertain_step ? d.h_step : p_.tau0;
+  d.temperature = d.entropy >= threshold ? p_.t_high : p_.t_low;
+  pending_ = d.entropy;
+  return d;
+}
+
+void ResetController::accept(int32_t token) {
+  if (!pending_) throw Error("reset sampler: accept() called without decide()");
+  const double h = *pending_;
+  pending_.reset();
+  const int64_t w = p_.window;
+  const size_t slot = size_t(t_ % w);
+  total_sum_ += h;
+  if (t_ >= w) window_sum_ -= ring_[slot];
+  ring_[slot] = h;
+  window_sum_ += h;
+  if (slot == size_t(w - 1)) {
+    // the ring is in time order now: resum it so rounding from the subtractions never builds up
+    window_sum_ = 0;
+    for (double x : ring_) window_sum_ += x;
+  }
+  if (ends_step(token)) {
+    step_sum_ = 0;
+    step_n_ = 0;
+  } else {
+    step_sum_ += h;
+    ++step_n_;
+  }
+  ++t_;
+}
+
+bool ResetController::ends_step(int32_t token) {
+  const std::string text = text_(token);
+  const bool newline = text == "\n";
+  const bool ends = text.find("\n\n") != std::string::npos || (newline && prev_was_newline_);
+  prev_was_newline_ = newline;
+  return ends;
+}
+
+}  // namespace nibble

@@ -1,0 +1,170 @@
+// GPU GEMV kernels vs a float64 CPU reference of X · dequant(W)^T, where dequant is the CPU format
+// registry's own decoder. Fresh random data every run (seed printed on failure), odd N, K a
+// multiple of the group size, M = 1..16, outputs poisoned with NaN before each launch.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/gpu_buffer.h"
+#include "nibble/cuda/linear.h"
+#include "nibble/error.h"
+#include "nibble/format.h"
+#include "nibble/half.h"
+
+namespace nibble::cuda {
+namespace {
+
+using test::GpuBuffer;
+
+struct Case {
+  std::string format;
+  int64_t N, K;
+};
+
+std::vector<float> random_weights(int64_t N, int64_t K, std::mt19937_64& g) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> w(size_t(N * K));
+  for (auto& v : w) v = d(g);
+  for (int64_t k = 0; k < K; ++k) w[size_t(K + k)] = 0.0f;  // row 1 all zero: zero scales
+  for (int64_t k = 0; k < K; ++k) w[size_t(k)] *= 1e-3f;   // row 0 tiny: small scales / subnormals
+  return w;
+}
+
+std::vector<uint16_t> random_x(int M, int64_t K, std::mt19937_64& g) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<uint16_t> x(size_t(M * K));
+  for (auto& v : x) v = float_to_half(d(g));
+  return x;
+}
+
+// Checks y (fp16, [M, N]) against float64 X · W^T: every element written and finite, each within
+// fp16 rounding of the output plus a small multiple of the sum's natural rounding scale, plus
+// weight_rel * sum |x w| where the kernel rounds each weight by up to that relative amount.
+void expect_close(const std::vector<uint16_t>& y, const std::vector<uint16_t>& x, const std::vector<float>& w,
+                  int M, int64_t N, int64_t K, const std::string& what, double weight_rel) {
+  int bad = 0;
+  for (int m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = double(half_to_float(x[size_t(m * K + k)])) * double(w[size_t(n * K + k)]);
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const float got = half_to_float(y[size_t(m * N + n)]);
+      const double tol = 1.0e-3 * std::fabs(ref) + (2.0e-6 + weight_rel) * mag + 1e-7;
+      if (!std::isfinite(got) || std::fabs(double(got) - ref) > tol) {
+        if (++bad <= 5)
+          ADD_FAILURE() << what << ": y[" << m << "][" << n << "] = " << got << ", reference " << ref
+                        << " (tolerance " << tol << ")";
+      }
+    }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " wrong outputs";
+}
+
+class GemvTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
+  const Case c = GetParam();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  const std::vector<float> w = random_weights(c.N, c.K, g);
+  const PackedTensor t = quantize(c.format, w.data(), c.N, c.K);
+  const std::vector<float> wq = dequantize(t);  // the CPU registry's decode: the reference weights
+  if (c.format.find("razer") != std::string::npos) {
+    // the special value must actually occur, or the test could not catch a wrong sv decode
+    int64_t specials = 0;
+    if (c.format == "razer-fp3-g128") {
+      for (size_t i = 0; i + 12 <= t.qweight.size(); i += 12) {
+        uint32_t p[3];
+        std::memcpy(p, t.qweight.data() + i, 12);
+        specials += __builtin_popcount(p[2] & ~p[1] & ~p[0]);
+      }
+    } else {
+      for (uint8_t b : t.qweight) specials += ((b & 15) == 8) + ((b >> 4) == 8);
+    }
+    ASSERT_GT(specials, 0) << "no special-value codes in the test weights";
+  }
+  const DeviceWeight dw = upload(t, c.format);
+  EXPECT_EQ(dw.N, c.N);
+
+  std::vector<std::pair<std::string, LinearOptions>> variants;
+  for (int rpw : {2, 4}) {
+    LinearOptions o;
+    o.engine = Engine::cuda_cores;
+    o.rows_per_warp = rpw;
+    variants.push_back({"rows_per_warp " + std::to_string(rpw), o});
+    if (c.format.rfind("nvfp4", 0) == 0) {
+      o.fp4_decode = Fp4Decode::lut;
+      variants.push_back({"lut, rows_per_warp " + std::to_string(rpw), o});
+    }
+  }
+  LinearOptions tc;
+  tc.engine = Engine::tensor_cores;
+  const bool has_tc = c.format != "razer-fp3-g128" && c.K % 64 == 0;
+  EXPECT_EQ(dw.qweight_mma != nullptr, has_tc);
+  if (has_tc) variants.push_back({"tensor cores", tc});
+  variants.push_back({"dispatcher's choice", LinearOptions{}});
+  for (int M = 1; M <= 16; ++M) {
+    const std::vector<uint16_t> x = random_x(M, c.K, g);
+    GpuBuffer<uint16_t> dx(x), dy(size_t(M * c.N));
+    if (!has_tc) {
+      EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, tc), Error);
+    }
+    for (const auto& [name, opt] : variants) {
+      dy.poison();
+      linear(dx.get(), M, dw, dy.get(), nullptr, opt);
+      // the tensor-core NF4 path (forced, or the dispatcher's pick) multiplies fp16-rounded levels
+      // (relative error <= 2^-11)
+      const bool nf4_tc = c.format == "nf4" && opt.engine != Engine::cuda_cores;
+      expect_close(dy.host(), x, wq, M, c.N, c.K,
+                   c.format + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " M=" +
+                       std::to_string(M) + " " + name,
+                   nf4_tc ? 0x1p-11 : 0.0);
+    }
+  }
+}
+
+// N odd and not a multiple of the 16 / 32 rows of a CTA; K a multiple of the group size whose
+// chunk count per row is not a multiple of the 64 chunks a warp takes per step.
+INSTANTIATE_TEST_SUITE_P(
+    Formats, GemvTest,
+    ::testing::Values(Case{"nvfp4", 37, 96}, Case{"nvfp4", 131, 1088}, Case{"nvfp4-4over6", 19, 512},
+                      Case{"nvfp4-razer", 37, 96}, Case{"nvfp4-razer", 131, 1088}, Case{"mxfp4", 45, 160},
+                      Case{"mxfp4", 129, 2112}, Case{"fp4-g128", 33, 384}, Case{"fp4-g128", 77, 2176},
+                      Case{"razer-fp4-g128", 33, 384}, Case{"razer-fp4-g128", 77, 2176},
+                      Case{"razer-fp3-g128", 29, 256}, Case{"razer-fp3-g128", 70, 4224},
+                      Case{"int4-g128", 41, 384}, Case{"int4-g128", 99, 2176}, Case{"nf4", 23, 192},
+                      Case{"nf4", 101, 2112}),
+    [](const auto& info) {
+      std::string n = info.param.format + "_" + std::to_string(info.param.N) + "x" + std::to_string(info.param.K);
+      for (auto& ch : n)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return n;
+    });
+
+TEST(GemvErrors, BadArgumentsThrowNibbleError) {
+  std::vector<float> w(64 * 128, 0.5f);
+  const DeviceWeight dw = upload(quantize("nvfp4", w.data(), 64, 128), "w");
+  GpuBuffer<uint16_t> x(16 * 128), y(17 * 64);
+  EXPECT_THROW(linear(x.get(), 0, dw, y.get(), nullptr), Error);
+  EXPECT_THROW(linear(x.get(), 17, dw, y.get(), nullptr), Error);
+  LinearOptions o;
+  o.rows_per_warp = 3;
+  EXPECT_THROW(linear(x.get(), 1, dw, y.get(), nullptr, o), Error);
+  EXPECT_THROW(upload(quantize("fp16", w.data(), 64, 128), "w"), Error);  // no kernel
+  PackedTensor t = quantize("nvfp4", w.data(), 64, 128);
+  t.scales.pop_back();
+  EXPECT_THROW(upload(t, "w"), Error);  // plane size mismatch
+  std::vector<float> w40(8 * 48, 0.5f);
+  EXPECT_THROW(upload(quantize("nvfp4", w40.data(), 8, 48), "w"), Error);  // K not a multiple of 32
+}
+
+}  // namespace
+}  // namespace nibble::cuda

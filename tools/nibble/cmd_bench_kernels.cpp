@@ -1,0 +1,248 @@
+// `nibble bench kernels`: the decode GEMV kernels of every weight format on the projection shapes
+// of Llama-3.1-8B and Qwen3-32B, M in {1, 2, 4, 8, 16}, against the device copy bandwidth and
+// cuBLAS FP16, both measured in the same run. CUDA-graph replay timing, weights rotated over
+// several copies (more than the L2). Writes JSON rows and a Markdown table.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "command.h"
+
+#ifdef NIBBLE_HAVE_CUDA
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "nibble/cuda/bench.h"
+#include "nibble/cuda/check.h"
+#include "nibble/cuda/cublas_fp16.h"
+#include "nibble/cuda/linear.h"
+#include "nibble/cuda/tuning.h"
+#include "nibble/error.h"
+#include "nibble/half.h"
+
+namespace {
+
+using namespace nibble;
+using namespace nibble::cuda;
+
+struct Shape {
+  const char* model;
+  const char* proj;
+  int64_t K, N;
+};
+constexpr Shape kShapes[] = {
+    {"Llama-3.1-8B", "qkv", 4096, 6144},     {"Llama-3.1-8B", "o", 4096, 4096},
+    {"Llama-3.1-8B", "gate_up", 4096, 28672}, {"Llama-3.1-8B", "down", 14336, 4096},
+    {"Qwen3-32B", "qkv", 5120, 10240},        {"Qwen3-32B", "o", 8192, 5120},
+    {"Qwen3-32B", "gate_up", 5120, 51200},    {"Qwen3-32B", "down", 25600, 5120},
+};
+
+struct Options {
+  std::string json, md, tuning;
+  std::vector<std::string> formats;
+  std::vector<int> ms{1, 2, 4, 8, 16};
+  int replays = 15;
+};
+
+struct Row {
+  std::string format, variant, model, proj;
+  int64_t K = 0, N = 0;
+  int M = 0;
+  double us = 0, bytes = 0, fp16_us = 0;
+};
+
+template <class T>
+struct DeviceArray {
+  T* p = nullptr;
+  explicit DeviceArray(size_t n) { NIBBLE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T))); }
+  ~DeviceArray() { cudaFree(p); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+};
+
+std::vector<uint16_t> random_halves(size_t n, uint64_t seed, float sd) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = float_to_half(d(g));
+  return v;
+}
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+// Variants the bench times per format: the dispatcher's choice ("auto", the number the targets are
+// judged on), CUDA cores and tensor cores forced, and for the NVFP4 formats the CUDA-core
+// shared-memory-table decoder against the bit decoder (paper 002's question).
+std::vector<std::pair<std::string, LinearOptions>> variants_of(const std::string& format, bool has_tc) {
+  LinearOptions cc, tc, lut;
+  cc.engine = lut.engine = Engine::cuda_cores;
+  cc.fp4_decode = Fp4Decode::bits;
+  lut.fp4_decode = Fp4Decode::lut;
+  tc.engine = Engine::tensor_cores;
+  std::vector<std::pair<std::string, LinearOptions>> v{{"auto", {}}, {"cuda-cores", cc}};
+  if (format == "nvfp4" || format == "nvfp4-razer") v.push_back({"cuda-cores-lut", lut});
+  if (has_tc) v.push_back({"tensor-cores", tc});
+  return v;
+}
+
+void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp16& blas, std::vector<Row>& rows) {
+  const int maxM = 16;
+  DeviceArray<uint16_t> x(size_t(maxM) * s.K), y(size_t(maxM) * s.N);
+  {
+    const auto hx = random_halves(size_t(maxM) * s.K, 7, 1.0f);
+    NIBBLE_CUDA_CHECK(cudaMemcpy(x.p, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  }
+  // cuBLAS FP16 reference
+  std::map<int, double> fp16_us;
+  {
+    const size_t wbytes = size_t(s.N) * s.K * 2;
+    const int copies = rotation_copies(wbytes);
+    DeviceArray<uint16_t> w(size_t(copies) * s.N * s.K);
+    const auto hw = random_halves(size_t(s.N) * s.K, 11, 0.02f);
+    for (int c = 0; c < copies; ++c)
+      NIBBLE_CUDA_CHECK(cudaMemcpy(w.p + size_t(c) * s.N * s.K, hw.data(), wbytes, cudaMemcpyHostToDevice));
+    for (int M : o.ms) {
+      const double us = time_rotated_us(
+          [&](int c, cudaStream_t st) { blas.gemm(x.p, w.p + size_t(c) * s.N * s.K, y.p, M, int(s.N), int(s.K), st); },
+          copies, stream, 48, o.replays);
+      fp16_us[M] = us;
+      rows.push_back({"fp16", "cublas", s.model, s.proj, s.K, s.N, M, us,
+                      double(wbytes) + 2.0 * M * (s.K + s.N), us});
+    }
+  }
+  for (const std::string& f : o.formats) {
+    const PackedTensor t = random_packed(f, s.N, s.K, 1234);
+    std::vector<DeviceWeight> copies;
+    copies.push_back(upload(t, f));
+    const int ncopies = rotation_copies(copies[0].bytes());
+    while (int(copies.size()) < ncopies) copies.push_back(upload(t, f));
+    for (const auto& [vname, opt] : variants_of(f, copies[0].qweight_mma != nullptr)) {
+      for (int M : o.ms) {
+        const double us = time_rotated_us(
+            [&](int c, cudaStream_t st) { linear(x.p, M, copies[size_t(c)], y.p, st, opt); }, ncopies, stream, 48,
+            o.replays);
+        rows.push_back({f, vname, s.model, s.proj, s.K, s.N, M, us,
+                        double(copies[0].bytes()) + 2.0 * M * (s.K + s.N), fp16_us[M]});
+      }
+    }
+    if (f == "nf4") {  // paper 003: dequantize to fp16, branch tree vs shared-memory table
+      DeviceArray<uint16_t> out(size_t(s.N) * s.K);
+      for (auto [name, which] : {std::pair{"dequant-tree", Nf4Dequant::branch_tree},
+                                 std::pair{"dequant-lut", Nf4Dequant::shared_lut}}) {
+        const double us = time_rotated_us(
+            [&](int c, cudaStream_t st) { nf4_dequantize(copies[size_t(c)], out.p, which, st); }, ncopies, stream, 24,
+            o.replays);
+        rows.push_back({"nf4", name, s.model, s.proj, s.K, s.N, 0, us,
+                        double(copies[0].bytes()) + 2.0 * double(s.N) * s.K, 0.0});
+      }
+    }
+  }
+}
+
+void run_bench(const Options& opt_in) {
+  Options o = opt_in;
+  if (o.formats.empty())
+    for (const auto& f : kernel_formats())
+      if (f != "nvfp4-4over6") o.formats.push_back(f);  // same storage and kernel as nvfp4
+  for (const auto& f : o.formats)
+    if (!has_kernel(f)) throw Error(fmt::format("bench kernels: --formats: '{}' has no CUDA kernel", f));
+  for (int M : o.ms)
+    if (M < 1 || M > 16) throw Error(fmt::format("bench kernels: --m: {} is outside 1..16", M));
+  if (!o.tuning.empty()) load_tuning_table(o.tuning);
+
+  const DeviceInfo dev = device_info();
+  cudaStream_t stream;
+  NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const double copy_gbps = copy_bandwidth_gbps(size_t(1) << 30, stream);
+  std::printf("device: %s, %d SMs, L2 %.0f MB; copy bandwidth %.0f GB/s (read + write)\n", dev.name.c_str(),
+              dev.sm_count, dev.l2_bytes / 1e6, copy_gbps);
+  CublasFp16 blas;
+  std::vector<Row> rows;
+  for (const Shape& s : kShapes) {
+    std::fprintf(stderr, "bench: %s %s (K=%ld N=%ld)\n", s.model, s.proj, long(s.K), long(s.N));
+    bench_shape(s, o, stream, blas, rows);
+  }
+  NIBBLE_CUDA_CHECK(cudaStreamDestroy(stream));
+
+  const std::string date = today();
+  nlohmann::json j = nlohmann::json::array();
+  std::string md = fmt::format(
+      "# Kernel benchmark, {}\n\nDevice: {} ({} SMs, L2 {:.0f} MB). Copy bandwidth measured in the same run: "
+      "{:.0f} GB/s (cudaMemcpy D2D, read + write).\nus: median per call (CUDA-graph replay, weights rotated over "
+      "> 3x L2); %floor: copy-bandwidth time of the bytes moved (weights + scales + X + Y) over the measured time; "
+      "xfp16: cuBLAS FP16 time (same run) over this time. Command: `nibble bench kernels`.\n\n"
+      "| format | variant | model | proj | K | N | M | us | GB/s | %floor | xfp16 |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n",
+      date, dev.name, dev.sm_count, dev.l2_bytes / 1e6, copy_gbps);
+  for (const Row& r : rows) {
+    const double gbps = r.bytes / (r.us * 1e-6) / 1e9;
+    const double pct = 100.0 * gbps / copy_gbps;
+    const double speedup = r.fp16_us > 0 ? r.fp16_us / r.us : 0.0;
+    j.push_back({{"format", r.format}, {"variant", r.variant}, {"model", r.model}, {"proj", r.proj}, {"K", r.K},
+                 {"N", r.N}, {"M", r.M}, {"us", r.us}, {"bytes", r.bytes}, {"gbps", gbps}, {"pct_of_floor", pct},
+                 {"speedup_vs_fp16", speedup}, {"copy_gbps", copy_gbps}, {"device", dev.name}, {"date", date}});
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.1f} | {:.0f} | {:.1f} | {:.2f} |\n", r.format, r.variant,
+                      r.model, r.proj, r.K, r.N, r.M, r.us, gbps, pct, speedup);
+  }
+  std::fputs(md.c_str(), stdout);
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    if (!out) throw Error(fmt::format("bench kernels: cannot write --json '{}'", o.json));
+    out << j.dump(1) << "\n";
+  }
+  if (!o.md.empty()) {
+    std::ofstream out(o.md);
+    if (!out) throw Error(fmt::format("bench kernels: cannot write --md '{}'", o.md));
+    out << md;
+  }
+}
+
+CLI::App* bench_group(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) return sub;
+  return app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
+}
+
+}  // namespace
+
+static void setup_bench_kernels(CLI::App& app) {
+  auto opt = std::make_shared<Options>();
+  auto* cmd = bench_group(app)->add_subcommand("kernels", "Time the CUDA decode GEMV kernels (needs a GPU)");
+  cmd->add_option("--json", opt->json, "write the rows as JSON");
+  cmd->add_option("--md", opt->md, "write the Markdown table");
+  cmd->add_option("--formats", opt->formats, "formats to time (default: every format with a kernel)")->delimiter(',');
+  cmd->add_option("--m", opt->ms, "activation rows M (default 1,2,4,8,16)")->delimiter(',');
+  cmd->add_option("--replays", opt->replays, "timed graph replays per point")->check(CLI::Range(3, 1000));
+  cmd->add_option("--tuning", opt->tuning, "tuning table (from `nibble tune`) for the dispatcher");
+  cmd->callback([opt] { run_bench(*opt); });
+}
+NIBBLE_COMMAND(setup_bench_kernels);
+
+#else  // built without CUDA: the command exists and says so
+#include <memory>
+
+#include "nibble/error.h"
+
+static void setup_bench_kernels(CLI::App& app) {
+  CLI::App* bench = nullptr;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) bench = sub;
+  if (!bench) bench = app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
+  auto* cmd = bench->add_subcommand("kernels", "Time the CUDA decode GEMV kernels (needs a CUDA build)");
+  auto ignored = std::make_shared<std::vector<std::string>>();  // same options as the CUDA build
+  for (const char* name : {"--json", "--md", "--formats", "--m", "--replays", "--tuning"})
+    cmd->add_option(name, *ignored, "(CUDA build only)");
+  cmd->callback([ignored] { throw nibble::Error("bench kernels: nibble was built without CUDA (no nvcc at build time)"); });
+}
+NIBBLE_COMMAND(setup_bench_kernels);
+
+#endif

@@ -1,0 +1,117 @@
+// `nibble tune`: sweeps the GEMV launch choices (CUDA cores vs tensor cores; rows per warp and the
+// FP4 decoder of the NVFP4 formats on CUDA cores)
+// per (format, K, N, M) on the current GPU and writes the table that linear() reads (load it with
+// NIBBLE_CUDA_TUNING=FILE or `nibble bench kernels --tuning FILE`).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "nibble/error.h"
+
+#ifdef NIBBLE_HAVE_CUDA
+#include <fmt/format.h>
+
+#include "nibble/cuda/bench.h"
+#include "nibble/cuda/check.h"
+#include "nibble/cuda/linear.h"
+#include "nibble/cuda/tuning.h"
+
+namespace {
+
+using namespace nibble;
+using namespace nibble::cuda;
+
+struct TuneOptions {
+  std::string out = "tuning.json";
+  std::vector<std::string> formats;
+  std::vector<std::string> shapes{"4096x6144", "4096x4096", "4096x28672", "14336x4096",
+                                  "5120x10240", "8192x5120", "5120x51200", "25600x5120"};
+  std::vector<int> ms{1, 2, 4, 8, 16};
+};
+
+std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
+  long long k = 0, n = 0;
+  char extra = 0;
+  if (std::sscanf(s.c_str(), "%lldx%lld%c", &k, &n, &extra) != 2 || k <= 0 || n <= 0)
+    throw Error(fmt::format("tune: --shapes: '{}' is not KxN", s));
+  return {k, n};
+}
+
+void run_tune(const TuneOptions& o) {
+  std::vector<std::string> formats = o.formats;
+  if (formats.empty())
+    for (const auto& f : kernel_formats())
+      if (f != "nvfp4-4over6") formats.push_back(f);
+  cudaStream_t stream;
+  NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<TuningEntry> table;
+  for (const std::string& shape : o.shapes) {
+    const auto [K, N] = parse_shape(shape);
+    uint16_t *x = nullptr, *y = nullptr;
+    NIBBLE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&x), size_t(16) * K * 2));
+    NIBBLE_CUDA_CHECK(cudaMemset(x, 0x3C, size_t(16) * K * 2));  // 1.0078 in every element: finite, nonzero
+    NIBBLE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&y), size_t(16) * N * 2));
+    for (const std::string& f : formats) {
+      const PackedTensor t = random_packed(f, N, K, 99);
+      std::vector<DeviceWeight> copies;
+      copies.push_back(upload(t, f));
+      while (int(copies.size()) < rotation_copies(copies[0].bytes())) copies.push_back(upload(t, f));
+      std::vector<Fp4Decode> decoders{Fp4Decode::bits};
+      if (f == "nvfp4" || f == "nvfp4-razer") decoders.push_back(Fp4Decode::lut);
+      for (int M : o.ms) {
+        std::vector<TunedChoice> candidates;
+        for (Fp4Decode dec : decoders)
+          for (int rpw : {2, 4}) candidates.push_back({rpw, dec, Engine::cuda_cores});
+        if (copies[0].qweight_mma) candidates.push_back({2, Fp4Decode::bits, Engine::tensor_cores});
+        TuningEntry best{f, K, N, M, {}};
+        double best_us = 1e30;
+        for (const TunedChoice& cand : candidates) {
+          LinearOptions opt;
+          opt.fp4_decode = cand.fp4_decode;
+          opt.rows_per_warp = cand.rows_per_warp;
+          opt.engine = cand.engine;
+          const double us = time_rotated_us(
+              [&](int c, cudaStream_t st) { linear(x, M, copies[size_t(c)], y, st, opt); }, int(copies.size()),
+              stream, 32, 7);
+          std::printf("%-16s K=%-6lld N=%-6lld M=%-2d %-12s %-4s rows/warp %d: %8.2f us\n", f.c_str(), (long long)K,
+                      (long long)N, M, std::string(engine_name(cand.engine)).c_str(),
+                      std::string(fp4_decode_name(cand.fp4_decode)).c_str(), cand.rows_per_warp, us);
+          if (us < best_us) best_us = us, best.choice = cand;
+        }
+        table.push_back(best);
+      }
+    }
+    cudaFree(x);
+    cudaFree(y);
+  }
+  NIBBLE_CUDA_CHECK(cudaStreamDestroy(stream));
+  save_tuning_table(o.out, table);
+  std::printf("wrote %zu entries to %s\n", table.size(), o.out.c_str());
+}
+
+}  // namespace
+
+static void setup_tune(CLI::App& app) {
+  auto o = std::make_shared<TuneOptions>();
+  auto* cmd = app.add_subcommand("tune", "Sweep the CUDA GEMV launch choices on this GPU and write a tuning table");
+  cmd->add_option("--out", o->out, "table file to write (JSON)");
+  cmd->add_option("--formats", o->formats, "formats (default: every format with a kernel)")->delimiter(',');
+  cmd->add_option("--shapes", o->shapes, "KxN shapes (default: Llama-3.1-8B and Qwen3-32B projections)")->delimiter(',');
+  cmd->add_option("--m", o->ms, "activation rows M (default 1,2,4,8,16)")->delimiter(',');
+  cmd->callback([o] { run_tune(*o); });
+}
+NIBBLE_COMMAND(setup_tune);
+
+#else  // built without CUDA
+#include <memory>
+
+static void setup_tune(CLI::App& app) {
+  auto* cmd = app.add_subcommand("tune", "Sweep the CUDA GEMV launch choices (needs a CUDA build)");
+  auto ignored = std::make_shared<std::vector<std::string>>();  // same options as the CUDA build
+  for (const char* name : {"--out", "--formats", "--shapes", "--m"}) cmd->add_option(name, *ignored, "(CUDA build only)");
+  cmd->callback([ignored] { throw nibble::Error("tune: nibble was built without CUDA (no nvcc at build time)"); });
+}
+NIBBLE_COMMAND(setup_tune);
+
+#endif
