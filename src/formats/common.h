@@ -53,6 +53,20 @@ struct RowBytes {
 void check_packed(const PackedTensor& t, std::string_view format, RowBytes per_row, int64_t row0,
                   int64_t nrows);
 
+// A zero-filled PackedTensor of `format` and shape [rows, cols], each plane sized per_row * rows.
+inline PackedTensor new_packed(std::string_view format, int64_t rows, int64_t cols, int block,
+                               RowBytes per_row) {
+  PackedTensor t;
+  t.format = std::string(format);
+  t.rows = rows;
+  t.cols = cols;
+  t.block = block;
+  t.qweight.assign(size_t(rows * per_row.qweight), 0);
+  t.scales.assign(size_t(rows * per_row.scales), 0);
+  t.aux.assign(size_t(rows * per_row.aux), 0);
+  return t;
+}
+
 // Element codes packed two per byte, element 2j in the low nibble.
 inline void put_nibble(uint8_t* row, int64_t i, uint32_t code) {
   row[i >> 1] |= uint8_t(code << ((i & 1) * 4));

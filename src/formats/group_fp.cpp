@@ -137,7 +137,8 @@ struct Format {
     Params p{};
     p.block = resolve_block(opt.block, 128, valid_block(opt.block), "a multiple of 32 up to 4096",
                             name(), opt.name);
-    PackedTensor t;
+    RowBytes rb = row_bytes<Grid>(cols, p.block);
+    PackedTensor t = new_packed(name(), rows, cols, p.block, rb);
     if (kSpecial) {
       t.sv_a = resolve_sv(opt.sv_a, kDefaultA, "sv_a", name(), opt.name);
       t.sv_b = resolve_sv(opt.sv_b, kDefaultB, "sv_b", name(), opt.name);
@@ -146,13 +147,6 @@ struct Format {
     float amax = checked_amax(x, rows, cols, name(), opt.name);
     t.global_scale = amax > float(Grid::kMax) ? amax / float(Grid::kMax) : 1.0f;
     p.gs = t.global_scale;
-    RowBytes rb = row_bytes<Grid>(cols, p.block);
-    t.format = name();
-    t.rows = rows;
-    t.cols = cols;
-    t.block = p.block;
-    t.qweight.assign(size_t(rows * rb.qweight), 0);
-    t.scales.assign(size_t(rows * rb.scales), 0);
     int64_t nb = block_count(cols, p.block), gb = group_bytes<Grid>(p.block);
     for_rows(rows, cols, [&](int64_t r) {
       uint8_t codes[kMaxBlock];

@@ -45,14 +45,7 @@ PackedTensor quantize(const float* x, int64_t rows, int64_t cols, const QuantOpt
                             "a multiple of 32 up to 4096", kName, opt.name);
   checked_amax(x, rows, cols, kName, opt.name);
   RowBytes rb = row_bytes(cols, block);
-  PackedTensor t;
-  t.format = kName;
-  t.rows = rows;
-  t.cols = cols;
-  t.block = block;
-  t.qweight.assign(size_t(rows * rb.qweight), 0);
-  t.scales.assign(size_t(rows * rb.scales), 0);
-  t.aux.assign(size_t(rows * rb.aux), 0);
+  PackedTensor t = new_packed(kName, rows, cols, block, rb);
   int64_t nb = block_count(cols, block);
   for_rows(rows, cols, [&](int64_t r) {
     for (int64_t g = 0; g < nb; ++g) {

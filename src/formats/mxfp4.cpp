@@ -33,13 +33,7 @@ PackedTensor quantize(const float* x, int64_t rows, int64_t cols, const QuantOpt
   resolve_block(opt.block, kBlock, opt.block == kBlock, "fixed at 32", kName, opt.name);
   checked_amax(x, rows, cols, kName, opt.name);
   RowBytes rb = row_bytes(cols);
-  PackedTensor t;
-  t.format = kName;
-  t.rows = rows;
-  t.cols = cols;
-  t.block = kBlock;
-  t.qweight.assign(size_t(rows * rb.qweight), 0);
-  t.scales.assign(size_t(rows * rb.scales), 0);
+  PackedTensor t = new_packed(kName, rows, cols, kBlock, rb);
   int64_t nb = block_count(cols, kBlock);
   for_rows(rows, cols, [&](int64_t r) {
     for (int64_t b = 0; b < nb; ++b) {

@@ -60,13 +60,7 @@ PackedTensor quantize(const float* x, int64_t rows, int64_t cols, const QuantOpt
                                      "a power of two in 32..4096", kName, opt.name);
   formats::checked_amax(x, rows, cols, kName, opt.name);
   formats::RowBytes rb = row_bytes(cols, block);
-  PackedTensor t;
-  t.format = kName;
-  t.rows = rows;
-  t.cols = cols;
-  t.block = block;
-  t.qweight.assign(size_t(rows * rb.qweight), 0);
-  t.scales.assign(size_t(rows * rb.scales), 0);
+  PackedTensor t = new_packed(kName, rows, cols, block, rb);
   int64_t nb = formats::block_count(cols, block);
   formats::for_rows(rows, cols, [&](int64_t r) {
     for (int64_t b = 0; b < nb; ++b) {

@@ -56,14 +56,8 @@ PackedTensor quantize(const float* x, int64_t rows, int64_t cols, const QuantOpt
   float gs = amax / (448.0f * 6.0f);
   if (gs == 0.0f) gs = 1.0f;  // all zero (or so tiny gs underflows): every scale becomes 0
   RowBytes rb = row_bytes(cols);
-  PackedTensor t;
-  t.format = name;
-  t.rows = rows;
-  t.cols = cols;
-  t.block = kBlock;
+  PackedTensor t = new_packed(name, rows, cols, kBlock, rb);
   t.global_scale = gs;
-  t.qweight.assign(size_t(rows * rb.qweight), 0);
-  t.scales.assign(size_t(rows * rb.scales), 0);
   int64_t nb = block_count(cols, kBlock);
   for_rows(rows, cols, [&](int64_t r) {
     for (int64_t b = 0; b < nb; ++b) {

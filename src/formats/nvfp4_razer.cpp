@@ -80,14 +80,8 @@ void quantize_act_block(const float* x, int64_t n, double gs, double sv, uint8_t
 
 PackedTensor make(const char* name, int64_t rows, int64_t cols, float gs) {
   RowBytes rb = row_bytes(cols);
-  PackedTensor t;
-  t.format = name;
-  t.rows = rows;
-  t.cols = cols;
-  t.block = kBlock;
+  PackedTensor t = new_packed(name, rows, cols, kBlock, rb);
   t.global_scale = gs;
-  t.qweight.assign(size_t(rows * rb.qweight), 0);
-  t.scales.assign(size_t(rows * rb.scales), 0);
   return t;
 }
 

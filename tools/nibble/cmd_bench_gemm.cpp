@@ -33,17 +33,7 @@ namespace {
 using namespace nibble;
 using namespace nibble::cuda;
 
-struct Shape {
-  const char* model;
-  const char* proj;
-  int K, N;
-};
-constexpr Shape kShapes[] = {
-    {"Llama-3.1-8B", "qkv", 4096, 6144},     {"Llama-3.1-8B", "o", 4096, 4096},
-    {"Llama-3.1-8B", "gate_up", 4096, 28672}, {"Llama-3.1-8B", "down", 14336, 4096},
-    {"Qwen3-32B", "qkv", 5120, 10240},        {"Qwen3-32B", "o", 8192, 5120},
-    {"Qwen3-32B", "gate_up", 5120, 51200},    {"Qwen3-32B", "down", 25600, 5120},
-};
+using Shape = BenchShape;
 
 struct Options {
   std::string json, md, shapes = "all";
@@ -281,7 +271,7 @@ void run_bench(const Options& o) {
   CublasFp16 blas;
   CublasLtFp8 lt;
   std::vector<Row> rows;
-  for (const Shape& s : kShapes) {
+  for (const Shape& s : kBenchShapes) {
     const std::string model = s.model;
     if ((o.shapes == "llama" && model != "Llama-3.1-8B") || (o.shapes == "qwen" && model != "Qwen3-32B")) continue;
     std::fprintf(stderr, "bench gemm: %s %s (K=%d N=%d)\n", s.model, s.proj, s.K, s.N);

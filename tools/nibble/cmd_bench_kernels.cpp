@@ -31,17 +31,7 @@ namespace {
 using namespace nibble;
 using namespace nibble::cuda;
 
-struct Shape {
-  const char* model;
-  const char* proj;
-  int64_t K, N;
-};
-constexpr Shape kShapes[] = {
-    {"Llama-3.1-8B", "qkv", 4096, 6144},     {"Llama-3.1-8B", "o", 4096, 4096},
-    {"Llama-3.1-8B", "gate_up", 4096, 28672}, {"Llama-3.1-8B", "down", 14336, 4096},
-    {"Qwen3-32B", "qkv", 5120, 10240},        {"Qwen3-32B", "o", 8192, 5120},
-    {"Qwen3-32B", "gate_up", 5120, 51200},    {"Qwen3-32B", "down", 25600, 5120},
-};
+using Shape = BenchShape;
 
 struct Options {
   std::string json, md, tuning;
@@ -169,7 +159,7 @@ void run_bench(const Options& opt_in) {
               dev.sm_count, dev.l2_bytes / 1e6, copy_gbps);
   CublasFp16 blas;
   std::vector<Row> rows;
-  for (const Shape& s : kShapes) {
+  for (const Shape& s : kBenchShapes) {
     std::fprintf(stderr, "bench: %s %s (K=%ld N=%ld)\n", s.model, s.proj, long(s.K), long(s.N));
     bench_shape(s, o, stream, blas, rows);
   }

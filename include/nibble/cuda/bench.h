@@ -28,6 +28,19 @@ double time_rotated_us(const std::function<void(int copy, cudaStream_t)>& launch
 // `bytes` buffer, median of several runs.
 double copy_bandwidth_gbps(size_t bytes, cudaStream_t stream);
 
+// The projection shapes both benchmarks run: K x N of the Llama-3.1-8B and Qwen3-32B layers.
+struct BenchShape {
+  const char* model;
+  const char* proj;
+  int K, N;
+};
+inline constexpr BenchShape kBenchShapes[] = {
+    {"Llama-3.1-8B", "qkv", 4096, 6144},     {"Llama-3.1-8B", "o", 4096, 4096},
+    {"Llama-3.1-8B", "gate_up", 4096, 28672}, {"Llama-3.1-8B", "down", 14336, 4096},
+    {"Qwen3-32B", "qkv", 5120, 10240},        {"Qwen3-32B", "o", 8192, 5120},
+    {"Qwen3-32B", "gate_up", 5120, 51200},    {"Qwen3-32B", "down", 25600, 5120},
+};
+
 // Copies of a buffer of `bytes` needed so that rotating over them moves more than 3x the L2 (and
 // over 50 MB): at least 2.
 int rotation_copies(size_t bytes);
