@@ -48,15 +48,6 @@ struct Row {
   double us = 0, fp16_us = 0;
 };
 
-template <class T>
-struct DeviceArray {
-  T* p = nullptr;
-  explicit DeviceArray(size_t n) { NIBBLE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T))); }
-  ~DeviceArray() { cudaFree(p); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-};
-
 // Fast host random numbers (weights only need plausible values, not quality randomness).
 struct XorShift {
   uint64_t s;
@@ -76,13 +67,6 @@ std::vector<uint16_t> random_halves(size_t n, uint64_t seed, float sd) {
   std::vector<uint16_t> v(n);
   for (auto& h : v) h = float_to_half(r.normalish() * sd * 1.7f);
   return v;
-}
-
-std::string today() {
-  std::time_t t = std::time(nullptr);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
-  return buf;
 }
 
 // Median microseconds per launch; graph length chosen from a first rough timing.

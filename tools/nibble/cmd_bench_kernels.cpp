@@ -47,28 +47,12 @@ struct Row {
   double us = 0, bytes = 0, fp16_us = 0;
 };
 
-template <class T>
-struct DeviceArray {
-  T* p = nullptr;
-  explicit DeviceArray(size_t n) { NIBBLE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T))); }
-  ~DeviceArray() { cudaFree(p); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-};
-
 std::vector<uint16_t> random_halves(size_t n, uint64_t seed, float sd) {
   std::mt19937_64 g(seed);
   std::normal_distribution<float> d(0.0f, sd);
   std::vector<uint16_t> v(n);
   for (auto& x : v) x = float_to_half(d(g));
   return v;
-}
-
-std::string today() {
-  std::time_t t = std::time(nullptr);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
-  return buf;
 }
 
 // Variants the bench times per format: the dispatcher's choice ("auto", the number the targets are

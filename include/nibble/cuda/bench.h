@@ -5,10 +5,12 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <string_view>
 
+#include "nibble/cuda/check.h"
 #include "nibble/format.h"
 
 namespace nibble::cuda {
@@ -40,6 +42,24 @@ inline constexpr BenchShape kBenchShapes[] = {
     {"Qwen3-32B", "qkv", 5120, 10240},        {"Qwen3-32B", "o", 8192, 5120},
     {"Qwen3-32B", "gate_up", 5120, 51200},    {"Qwen3-32B", "down", 25600, 5120},
 };
+
+// A device buffer of n elements of T, freed when it goes out of scope.
+template <class T>
+struct DeviceArray {
+  T* p = nullptr;
+  explicit DeviceArray(size_t n) { NIBBLE_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T))); }
+  ~DeviceArray() { cudaFree(p); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+};
+
+// Today's UTC date as YYYY-MM-DD, for result rows and file names.
+inline std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
 
 // Copies of a buffer of `bytes` needed so that rotating over them moves more than 3x the L2 (and
 // over 50 MB): at least 2.
