@@ -3,8 +3,9 @@
 # (JSON + Markdown + logs) under $OUT (default out/).
 #
 #   scripts/gpu.sh --stage   on a build machine with nvcc but no GPU: builds the CUDA targets in
-#                            build-cuda/ and packs them with their non-system shared libraries into
-#                            .carry/gpu/ (git-ignored), for a GPU machine that lacks the build deps.
+#                            $BUILD (build-cuda/) and packs them with their non-system shared
+#                            libraries into $CARRY (.carry/gpu/, git-ignored), for a GPU machine
+#                            that lacks the build deps. $TARGETS overrides the targets packed.
 #   scripts/gpu.sh [--tune]  on the GPU machine: uses .carry/gpu/ when present, else configures and
 #                            builds the CUDA targets in build-gpu/ (needs the Debian deps there);
 #                            --tune also runs `nibble tune` and benches with its table.
@@ -15,15 +16,18 @@ mkdir -p "$OUT"
 
 if [ "${1:-}" = "--stage" ]; then
   set -e
-  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
-  cmake --build build-cuda --target test_cuda nibble_cli -j"${JOBS:-2}"
-  rm -rf .carry/gpu && mkdir -p .carry/gpu/lib
-  tar -C build-cuda -cf - nibble test_cuda | gzip -6 > .carry/gpu/bins.tar.gz
-  for lib in $(ldd build-cuda/nibble build-cuda/test_cuda | awk '/=>/ {print $3}' | sort -u); do
+  BUILD=${BUILD:-build-cuda} CARRY=${CARRY:-.carry/gpu}
+  TARGETS=${TARGETS:-$(echo test_cuda; ls -d tests/cuda_* 2>/dev/null | sed 's|tests/|test_|'; echo nibble_cli)}
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
+  cmake --build "$BUILD" --target $TARGETS -j"${JOBS:-2}"
+  BINS=$(for t in $TARGETS; do [ "$t" = nibble_cli ] && echo nibble || echo "$t"; done)
+  rm -rf "$CARRY" && mkdir -p "$CARRY/lib"
+  tar -C "$BUILD" -cf - $BINS | gzip -6 > "$CARRY/bins.tar.gz"
+  for lib in $(cd "$BUILD" && ldd $BINS | awk '/=>/ {print $3}' | sort -u); do
     case "$lib" in */libc.so*|*/libm.so*|*/libdl.so*|*/libpthread.so*|*/librt.so*|*/libstdc++*|*/libgcc_s*|*/libcublas*) ;;
-      *) cp -L "$lib" .carry/gpu/lib/ ;; esac
+      *) cp -L "$lib" "$CARRY/lib/" ;; esac
   done
-  du -sh .carry/gpu
+  du -sh "$CARRY"
   exit 0
 fi
 
@@ -31,12 +35,8 @@ TUNE=0
 [ "${1:-}" = "--tune" ] && TUNE=1
 nvidia-smi -L | tee "$OUT/device.txt"
 if [ -f .carry/gpu/bins.tar.gz ]; then
-  BIN=/tmp/nibble-gpu
-  mkdir -p "$BIN" && tar -C "$BIN" -xzf .carry/gpu/bins.tar.gz
-  # cuBLAS comes from the GPU machine's CUDA 13 (too large to carry)
-  CUBLAS=$(find /usr/local /usr/lib /opt -name 'libcublas.so.13*' 2>/dev/null | head -1)
-  export LD_LIBRARY_PATH="$PWD/.carry/gpu/lib:$(dirname "${CUBLAS:-/usr/local/cuda/lib64/x}"):${LD_LIBRARY_PATH:-}"
-  "$BIN/test_cuda" --gtest_brief=1 2>&1 | tee "$OUT/test.log"
+  CARRY=.carry/gpu source scripts/gpu_env.sh
+  for t in "$BIN"/test_cuda*; do "$t" --gtest_brief=1; done 2>&1 | tee "$OUT/test.log"
 else
   BIN=build-gpu
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&

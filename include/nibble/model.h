@@ -11,6 +11,7 @@
 
 #include "nibble/format.h"
 #include "nibble/model_config.h"
+#include "nibble/sequence.h"
 #include "nibble/tokenizer.h"
 
 namespace nibble {
@@ -60,20 +61,20 @@ class Model {
 
 struct SessionState;  // src/model/session_state.h
 
-class Session {
+class Session final : public Sequence {
  public:
   Session(const Model& m, int max_context);
-  ~Session();
+  ~Session() override;
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
 
   // Appends tokens (batched prefill) and returns logits [n_out x vocab]: for the last token only,
   // or for every given token when all_logits. Throws nibble::Error if the context would overflow
   // or a token id is out of range.
-  std::vector<float> forward(std::span<const int32_t> tokens, bool all_logits = false);
-  int position() const;
-  int max_context() const;
-  void reset();  // empty the cache (position 0); keeps the buffers
+  std::vector<float> forward(std::span<const int32_t> tokens, bool all_logits = false) override;
+  int position() const override;
+  int max_context() const override;
+  void reset() override;  // empty the cache (position 0); keeps the buffers
   const Model& model() const { return *m_; }
 
  private:

@@ -14,6 +14,8 @@ struct PerplexityOptions {
   int ctx = 0;          // 0: default_ppl_context(config)
   int max_windows = 0;  // 0: all
   bool progress = true;
+  // Where the windows run; empty: a CPU nibble::Session over the model.
+  SequenceFactory make_sequence;
 };
 
 struct PerplexityResult {

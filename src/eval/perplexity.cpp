@@ -25,7 +25,7 @@ double token_nll(const float* logits, int64_t V, int32_t target) {
 }
 
 // Sum of NLL of tokens 1..n-1 of one window, evaluated from an empty cache.
-double window_nll(Session& s, std::span<const int32_t> win) {
+double window_nll(Sequence& s, std::span<const int32_t> win) {
   s.reset();
   const int64_t n = int64_t(win.size());
   double nll = 0;
@@ -67,12 +67,13 @@ PerplexityResult perplexity(const Model& m, std::span<const int32_t> ids,
                 " tokens, fewer than one window of " + std::to_string(r.ctx));
   r.windows = int(n);
   r.scored_tokens = n * (r.ctx - 1);
-  Session s(m, r.ctx);
+  std::unique_ptr<Sequence> seq =
+      opt.make_sequence ? opt.make_sequence(r.ctx) : std::make_unique<Session>(m, r.ctx);
   Progress bar("ppl", n);
   if (!opt.progress) bar.finish();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t w = 0; w < n; ++w) {
-    r.nll_sum += window_nll(s, ids.subspan(size_t(w * r.ctx), size_t(r.ctx)));
+    r.nll_sum += window_nll(*seq, ids.subspan(size_t(w * r.ctx), size_t(r.ctx)));
     bar.add();
   }
   bar.finish();
