@@ -3,9 +3,10 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include <queue>
+#include <optional>
 
 #include "nibble/error.h"
+#include "tokenizer/pair_merge.h"
 #include "tokenizer/utf8.h"
 
 namespace nibble::tok {
@@ -119,43 +120,10 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int32_t>& ids)
 }
 
 void BpeModel::merge_all(std::vector<int32_t>& ids) const {
-  const int n = int(ids.size());
-  std::vector<int> prev(n), next(n);
-  std::vector<bool> alive(n, true);
-  for (int i = 0; i < n; ++i) {
-    prev[i] = i - 1;
-    next[i] = i + 1 < n ? i + 1 : -1;
-  }
-  struct Cand {
-    int32_t rank;
-    int pos;
-    int32_t new_id;
-    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
-  };
-  std::priority_queue<Cand, std::vector<Cand>, std::greater<>> queue;
-  auto push = [&](int pos) {
-    if (pos < 0 || next[pos] < 0) return;
-    if (const Merge* m = find_merge(ids[pos], ids[next[pos]])) queue.push({m->rank, pos, m->new_id});
-  };
-  for (int i = 0; i + 1 < n; ++i) push(i);
-  while (!queue.empty()) {
-    const Cand top = queue.top();
-    queue.pop();
-    const int right = next[top.pos];
-    if (!alive[top.pos] || right < 0) continue;
-    const Merge* m = find_merge(ids[top.pos], ids[right]);
-    if (!m || m->new_id != top.new_id) continue;  // stale: the pair has changed since
-    ids[top.pos] = top.new_id;
-    alive[right] = false;
-    next[top.pos] = next[right];
-    if (next[right] >= 0) prev[next[right]] = top.pos;
-    push(prev[top.pos]);
-    push(top.pos);
-  }
-  size_t k = 0;
-  for (int i = 0; i < n; ++i)
-    if (alive[i]) ids[k++] = ids[i];
-  ids.resize(k);
+  merge_pairs(ids, [this](int32_t a, int32_t b) -> std::optional<PairMerge> {
+    if (const Merge* m = find_merge(a, b)) return PairMerge{double(m->rank), m->new_id};
+    return std::nullopt;
+  });
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {

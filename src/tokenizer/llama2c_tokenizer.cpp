@@ -1,7 +1,7 @@
 // llama2.c's tokenizer.bin: int32 max_token_length, then per token a float score, an int32 byte
 // length and the bytes (SentencePiece pieces with U+2581 already turned into spaces). Encoding
 // follows llama2.c's encode(): a dummy-prefix " " token, one token per UTF-8 character (unknown
-// characters as byte tokens <0xXX>, ids 3..258), then merge_by_score.
+// characters as byte tokens <0xXX>, ids 3..258), then the highest-score merges (tokenizer/pair_merge.h).
 #include <fmt/format.h>
 
 #include <cctype>
@@ -13,7 +13,7 @@
 #include "nibble/error.h"
 #include "nibble/tokenizer.h"
 #include "tokenizer/token_map.h"
-#include "tokenizer/llama2c_merge.h"
+#include "tokenizer/pair_merge.h"
 #include "tokenizer/utf8.h"
 
 namespace nibble {
@@ -57,13 +57,12 @@ class Llama2cTokenizer final : public Tokenizer {
                                 "<0x00>..<0xFF> at ids 3..258 to fall back on", file_));
       for (unsigned char c : ch) ids.push_back(kFirstByteToken + c);
     }
-    tok::merge_by_score(
-        ids,
-        [&](int32_t a, int32_t b) {
-          auto it = ids_.find(pieces_[a] + pieces_[b]);
-          return it == ids_.end() ? -1 : it->second;
-        },
-        [&](int32_t id) { return scores_[id]; });
+    // llama2.c merges the pair whose concatenation has the highest score (never below -1e10)
+    tok::merge_pairs(ids, [&](int32_t a, int32_t b) -> std::optional<tok::PairMerge> {
+      auto it = ids_.find(pieces_[a] + pieces_[b]);
+      if (it == ids_.end() || !(scores_[it->second] > -1e10f)) return std::nullopt;
+      return tok::PairMerge{-double(scores_[it->second]), it->second};
+    });
     return ids;
   }
 
