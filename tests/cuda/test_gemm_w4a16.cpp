@@ -2,6 +2,8 @@
 // packed weights (every code, special values included) drawn fresh each run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,9 +33,9 @@ TEST_P(GemmW4A16, MatchesFloat64OnTheDequantizedWeights) {
   const PackedTensor t = random_packed(format, N, K, seed);
   const std::vector<float> w = dequantize(t);
   GemmWeight dw = upload_gemm(t, format);
-  // nvfp4(-razer) weights times their scales are exact in fp16; the FP16-scale formats round
-  // each weight to fp16 (relative 2^-11) inside the kernel.
-  const bool exact = format.rfind("nvfp4", 0) == 0;
+  // nvfp4(-razer) and mxfp4 weights times their scales are exact in fp16; the FP16-scale formats
+  // and nf4 round each weight to fp16 (relative 2^-11) inside the kernel.
+  const bool exact = format.rfind("nvfp4", 0) == 0 || format == "mxfp4";
   const double rel = (exact ? 0.0 : std::ldexp(1.0, -11)) + 1e-5;
   GemmWorkspace ws;
   for (int M : {1, 3, 16, 64, 65, 130, 257}) {
@@ -52,8 +54,33 @@ TEST_P(GemmW4A16, MatchesFloat64OnTheDequantizedWeights) {
   }
 }
 
+// The cuBLAS path's dequantization: every weight within one fp16 rounding of the registry's
+// float value (a fresh random tensor; N, K not multiples of the 128 tiles).
+TEST_P(GemmW4A16, DequantizeFp16IsTheRoundedRegistryValue) {
+  const std::string format = GetParam();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(format + " seed " + std::to_string(seed));
+  const int N = 72, K = 384;
+  const PackedTensor t = random_packed(format, N, K, seed);
+  const std::vector<float> w = dequantize(t);
+  GemmWeight dw = upload_gemm(t, format);
+  GpuBuffer<uint16_t> out(size_t(N) * K);
+  out.poison();
+  dequantize_fp16(dw, out.get(), nullptr);
+  const std::vector<uint16_t> got = out.host();
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double want = w[i], v = half_to_float(got[i]);
+    const double ulp = std::ldexp(1.0, std::max(-24, int(std::floor(std::log2(std::fabs(want) + 1e-30))) - 10));
+    if (!(std::fabs(v - want) <= 0.5 * ulp * (1 + 1e-3)) && bad++ == 0)
+      ADD_FAILURE() << "index " << i << ": got " << v << ", want " << want;
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(GemmFormats, GemmW4A16,
-                         ::testing::Values("nvfp4", "nvfp4-razer", "fp4-g128", "razer-fp4-g128", "int4-g128"),
+                         ::testing::Values("nvfp4", "nvfp4-razer", "fp4-g128", "razer-fp4-g128", "int4-g128", "mxfp4",
+                                           "nf4"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& c : s) c = c == '-' ? '_' : c;
@@ -61,7 +88,11 @@ INSTANTIATE_TEST_SUITE_P(GemmFormats, GemmW4A16,
                          });
 
 TEST(GemmW4A16Errors, RejectsUnsupportedFormatsAndShapes) {
-  const PackedTensor mx = random_packed("mxfp4", 16, 64, 1);
+  const PackedTensor fp3 = random_packed("razer-fp3-g128", 16, 128, 1);
+  EXPECT_THROW(upload_gemm(fp3, "layer.w"), Error);
+  PackedTensor mx = random_packed("mxfp4", 16, 64, 4);  // scales spanning 2^100: beyond fp16
+  mx.scales[0] = 20, mx.scales[1] = 120;
+  mx.qweight[0] = mx.qweight[16] = 0x11;
   EXPECT_THROW(upload_gemm(mx, "layer.w"), Error);
   PackedTensor t = random_packed("nvfp4", 16, 64, 2);
   t.scales.pop_back();

@@ -43,7 +43,7 @@ struct Options {
 };
 
 struct Row {
-  std::string format, model, proj;
+  std::string format, path, model, proj;  // path: "fused" (the GEMM kernel), "dequant+cublas", or the baseline
   int K = 0, N = 0, M = 0;
   double us = 0, fp16_us = 0;
 };
@@ -144,21 +144,21 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
   }
   std::map<int, double> fp16_us;
   GemmWorkspace ws;
-  auto add = [&](const std::string& f, int M, double us) {
+  auto add = [&](const std::string& f, const std::string& path, int M, double us) {
     if (f == "fp16-cublas") fp16_us[M] = us;
-    rows.push_back({f, s.model, s.proj, s.K, s.N, M, us, fp16_us[M]});
-    std::fprintf(stderr, "  %-16s M=%-5d %9.1f us\n", f.c_str(), M, us);
+    rows.push_back({f, path, s.model, s.proj, s.K, s.N, M, us, fp16_us[M]});
+    std::fprintf(stderr, "  %-16s %-15s M=%-5d %9.1f us\n", f.c_str(), path.c_str(), M, us);
   };
   {
     Rotated<uint16_t> w(hw);
     for (int M : o.ms)
-      add("fp16-cublas", M, time_us([&](int c, cudaStream_t st) { blas.gemm(x.p, w.at(c), y.p, M, s.N, s.K, st); },
+      add("fp16-cublas", "cublas", M, time_us([&](int c, cudaStream_t st) { blas.gemm(x.p, w.at(c), y.p, M, s.N, s.K, st); },
                                     w.copies, stream, o.target_ms));
   }
   {
     Rotated<uint8_t> w8(nested.qweight);
     for (int M : o.ms)
-      add("fp8-cublaslt", M,
+      add("fp8-cublaslt", "cublaslt", M,
           time_us([&](int c, cudaStream_t st) { lt.gemm(x8.p, w8.at(c), y.p, M, s.N, s.K, 1.0f, st); }, w8.copies,
                   stream, o.target_ms));
   }
@@ -171,8 +171,18 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
       w = upload_copies(random_packed(f, s.N, s.K, 1234));
     }
     for (int M : o.ms)
-      add(f, M, time_us([&](int c, cudaStream_t st) { gemm(x.p, M, w[size_t(c)], y.p, ws, st); }, int(w.size()),
-                        stream, o.target_ms));
+      add(f, "fused", M, time_us([&](int c, cudaStream_t st) { gemm(x.p, M, w[size_t(c)], y.p, ws, st); },
+                                 int(w.size()), stream, o.target_ms));
+    if (f == "nestedfp" || f == "nestedfp8") continue;
+    // The other large-M path: dequantize the whole weight to fp16 once per call, then cuBLAS.
+    DeviceArray<uint16_t> w16(size_t(s.N) * s.K);
+    for (int M : o.ms) {
+      if (M < 64) continue;
+      add(f, "dequant+cublas", M, time_us([&](int c, cudaStream_t st) {
+            dequantize_fp16(w[size_t(c)], w16.p, st);
+            blas.gemm(x.p, w16.p, y.p, M, s.N, s.K, st);
+          }, int(w.size()), stream, o.target_ms));
+    }
   }
 }
 
@@ -182,7 +192,7 @@ double tflops(const Row& r) { return 2.0 * r.M * double(r.K) * r.N / (r.us * 1e-
 std::string summary(const std::vector<Row>& rows) {
   auto find = [&](const std::string& f, const Row& like, int M) -> const Row* {
     for (const Row& r : rows)
-      if (r.format == f && r.K == like.K && r.N == like.N && r.M == M) return &r;
+      if (r.format == f && r.K == like.K && r.N == like.N && r.M == M && r.path != "dequant+cublas") return &r;
     return nullptr;
   };
   std::string out = "\n## Targets (issue 5)\n\n";
@@ -200,10 +210,19 @@ std::string summary(const std::vector<Row>& rows) {
     }
   }
   for (const Row& r : rows) {
-    if (r.format != "nvfp4" && r.format != "razer-fp4-g128") continue;
+    if (r.path != "fused" || r.format.find("nested") != std::string::npos) continue;
     const Row* m1 = find(r.format, r, 1);
     if (r.M == 64 && m1) out += fmt::format("- {} {} {}: M=64 time / M=1 time = {:.2f} (target <= 1.3)\n", r.format, r.model, r.proj, r.us / m1->us);
     if (r.M >= 512) out += fmt::format("- {} {} {} M={}: {:.0f}% of cuBLAS FP16 throughput (target >= 80%)\n", r.format, r.model, r.proj, r.M, 100 * r.fp16_us / r.us);
+  }
+  out += "\n## Fused kernel vs dequant+cuBLAS: smallest M where dequant+cuBLAS is faster\n\n";
+  for (const Row& r : rows) {
+    if (r.path != "fused" || r.M != 1 || r.format.find("nested") != std::string::npos) continue;
+    int cross = 0;
+    for (const Row& d : rows)
+      if (d.path == "dequant+cublas" && d.format == r.format && d.K == r.K && d.N == r.N)
+        if (const Row* f = find(r.format, d, d.M); f && d.us < f->us && (cross == 0 || d.M < cross)) cross = d.M;
+    out += fmt::format("- {} {} {}: {}\n", r.format, r.model, r.proj, cross ? "M >= " + std::to_string(cross) : "never (in the M measured)");
   }
   return out;
 }
@@ -217,14 +236,14 @@ void write_results(const std::vector<Row>& rows, const Options& o, const DeviceI
       "JSON): cuBLAS FP16 time over this time, i.e. percent of cuBLAS FP16 throughput measured in the same run. "
       "nestedfp8 includes its per-token activation quantization kernel; fp8-cublaslt times the GEMM alone on "
       "pre-quantized E4M3 inputs.\n\n"
-      "| format | model | proj | K | N | M | us | TFLOP/s | %fp16 |\n|---|---|---|---|---|---|---|---|---|\n",
+      "| format | path | model | proj | K | N | M | us | TFLOP/s | %fp16 |\n|---|---|---|---|---|---|---|---|---|---|\n",
       date, dev.name, dev.sm_count);
   for (const Row& r : rows) {
     const double speed = r.fp16_us > 0 ? r.fp16_us / r.us : 0.0;
-    j.push_back({{"format", r.format}, {"model", r.model}, {"proj", r.proj}, {"K", r.K}, {"N", r.N}, {"M", r.M},
+    j.push_back({{"format", r.format}, {"path", r.path}, {"model", r.model}, {"proj", r.proj}, {"K", r.K}, {"N", r.N}, {"M", r.M},
                  {"us", r.us}, {"tflops", tflops(r)}, {"pct_of_floor", 100 * speed}, {"floor", "cuBLAS FP16 throughput"},
                  {"speedup_vs_fp16", speed}, {"device", dev.name}, {"date", date}});
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.0f} |\n", r.format, r.model, r.proj, r.K,
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.0f} |\n", r.format, r.path, r.model, r.proj, r.K,
                       r.N, r.M, r.us, tflops(r), 100 * speed);
   }
   md += summary(rows);

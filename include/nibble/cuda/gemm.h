@@ -5,8 +5,10 @@
 //   - nestedfp  (paper 004) FP16 mode: both byte planes loaded, FP16 rebuilt in registers, exact;
 //   - nestedfp8 (paper 004) FP8 mode: upper plane only, e4m3 tensor cores (sm_89+), per-token E4M3
 //     activation quantization in front (sx = 448 / amax(row)), 2^-8 / sx in the epilogue;
-//   - W4A16: nvfp4, nvfp4-razer, fp4-g128, razer-fp4-g128, int4-g128 codes dequantized in
-//     registers into FP16 fragments (global scale in the epilogue).
+//   - W4A16: nvfp4, nvfp4-razer, fp4-g128, razer-fp4-g128, int4-g128, mxfp4, nf4 codes dequantized
+//     in registers into FP16 fragments (global scale in the epilogue). mxfp4's power-of-two scales
+//     are rebased into fp16 range (the shift joins the global scale); nf4 rounds level * absmax
+//     (FP32) once to fp16.
 // Requirements (nibble::Error otherwise): K a multiple of 64 (128 for nestedfp8) and of the group
 // size, N a multiple of 8. Built only when nvcc is found (NIBBLE_HAVE_CUDA).
 #include <cuda_runtime_api.h>
@@ -76,6 +78,11 @@ GemmWeight upload_gemm(const PackedTensor& t, std::string_view name = "weight");
 // quantizes X per token first (into `ws`).
 void gemm(const uint16_t* x, int M, const GemmWeight& w, uint16_t* y, GemmWorkspace& ws, cudaStream_t stream,
           const GemmOptions& opt = {});
+
+// The W4 weights dequantized to fp16 [N, K] row-major with the global scale applied (each weight
+// rounded once to fp16), for a cuBLAS FP16 GEMM at large M, where dequantizing once and running
+// cuBLAS beats the fused kernel (see docs/gemm.md). Throws nibble::Error for nestedfp*.
+void dequantize_fp16(const GemmWeight& w, uint16_t* out, cudaStream_t stream);
 
 // The two stages of the nestedfp8 path, exposed for tests and benchmarks.
 // x8[m, k] = E4M3(x[m, k] * sx[m]) (round to nearest even, saturating), sx = 448 / amax(row m)

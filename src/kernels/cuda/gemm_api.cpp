@@ -16,7 +16,7 @@ namespace nibble::cuda {
 namespace {
 
 constexpr const char* kFormats[] = {"nestedfp", "nestedfp8", "nvfp4", "nvfp4-razer", "fp4-g128", "razer-fp4-g128",
-                                    "int4-g128"};
+                                    "int4-g128", "mxfp4", "nf4"};
 
 bool is_nested(std::string_view f) { return f == "nestedfp" || f == "nestedfp8"; }
 
@@ -60,8 +60,30 @@ std::vector<uint32_t> repack_codes(const std::vector<uint8_t>& q, int64_t N, int
   return out;
 }
 
+// MXFP4's E8M0 scales 2^(e - 127) span more than fp16 can hold, so they are stored as fp16
+// 2^(e - 127 - shift), with 2^shift moved into the epilogue's alpha. shift puts the largest scale
+// of the tensor at 2^13 (6 * 2^13 < 65504); blocks of all-zero codes do not count. Returns shift.
+int mxfp4_scale_shift(const PackedTensor& t, std::string_view name) {
+  const int64_t G = t.cols / 32;
+  int emax = -1, emin = 256;
+  for (int64_t i = 0; i < t.rows * G; ++i) {
+    bool nonzero = false;
+    for (int b = 0; b < 16; ++b) nonzero |= (t.qweight[size_t(i * 16 + b)] & 0x77) != 0;
+    if (!nonzero) continue;
+    const int e = t.scales[size_t(i)];
+    if (e == 255) throw Error(fmt::format("{}: NaN E8M0 scale in block {}", name, i));
+    emax = std::max(emax, e), emin = std::min(emin, e);
+  }
+  if (emax < 0) return 0;
+  // the smallest scale must stay a normal fp16 (>= 2^-14) so value * scale is exact
+  if (emax - emin > 27)
+    throw Error(fmt::format("{}: MXFP4 block scales span 2^{} (more than 2^27): no fp16 GEMM path", name,
+                            emax - emin));
+  return emax - 127 - 13;
+}
+
 // Per (group, column) metadata words, group-major.
-std::vector<uint32_t> repack_meta(const PackedTensor& t, std::string_view name) {
+std::vector<uint32_t> repack_meta(const PackedTensor& t, std::string_view name, int mx_shift) {
   const int64_t N = t.rows, G = t.cols / t.block;
   std::vector<uint32_t> out(size_t(N * G));
   const std::string& f = t.format;
@@ -77,6 +99,11 @@ std::vector<uint32_t> repack_meta(const PackedTensor& t, std::string_view name) 
         w = meta_word(e3m3_value(b & 0x3F), sv);
       } else if (f == "fp4-g128") {
         w = get_u16(t.scales, i);
+      } else if (f == "mxfp4") {
+        const int e = t.scales[i] - 127 - mx_shift;
+        w = e < -14 ? 0u : meta_word(std::ldexp(1.0f, e), 0.0f);  // below: an all-zero block
+      } else if (f == "nf4") {
+        std::memcpy(&w, t.scales.data() + 4 * i, 4);  // the FP32 absmax itself
       } else if (f == "razer-fp4-g128") {
         const uint16_t s = get_u16(t.scales, i);
         const float sv = ((s & 0x8000) ? -1.0f : 1.0f) * ((s & 0x4000) ? t.sv_b : t.sv_a);
@@ -89,6 +116,10 @@ std::vector<uint32_t> repack_meta(const PackedTensor& t, std::string_view name) 
       out[size_t(g * N + n)] = w;
     }
   return out;
+}
+
+tc::W4Decode w4_decode(std::string_view format) {
+  return format == "int4-g128" ? tc::W4Decode::int4 : format == "nf4" ? tc::W4Decode::nf4 : tc::W4Decode::fp4;
 }
 
 void* upload_bytes(const void* host, size_t bytes) {
@@ -109,7 +140,8 @@ void check_sizes(const PackedTensor& t, std::string_view name) {
     throw Error(fmt::format("{}: aux (lower plane) has {} bytes, needs {}", name, t.aux.size(), n));
   if (!nested) {
     const size_t groups = n / size_t(t.block);
-    const size_t want_s = t.format.rfind("nvfp4", 0) == 0 ? groups : 2 * groups;
+    const size_t per_group = t.format.rfind("nvfp4", 0) == 0 || t.format == "mxfp4" ? 1 : t.format == "nf4" ? 4 : 2;
+    const size_t want_s = per_group * groups;
     if (t.scales.size() != want_s)
       throw Error(fmt::format("{}: scales has {} bytes, {} needs {}", name, t.scales.size(), t.format, want_s));
     if (t.format == "int4-g128" && t.aux.size() != size_t(t.rows) * size_t((t.cols / t.block + 1) / 2))
@@ -151,7 +183,9 @@ GemmWeight upload_gemm(const PackedTensor& t, std::string_view name) {
     return w;
   }
   const std::vector<uint32_t> codes = repack_codes(t.qweight, t.rows, t.cols);
-  const std::vector<uint32_t> meta = repack_meta(t, name);
+  const int mx_shift = t.format == "mxfp4" ? mxfp4_scale_shift(t, name) : 0;
+  if (mx_shift != 0) w.global_scale = std::ldexp(t.global_scale, mx_shift);
+  const std::vector<uint32_t> meta = repack_meta(t, name, mx_shift);
   w.codes_bytes = codes.size() * 4, w.meta_bytes = meta.size() * 4;
   w.codes = upload_bytes(codes.data(), w.codes_bytes);
   w.meta = upload_bytes(meta.data(), w.meta_bytes);
@@ -171,10 +205,16 @@ void gemm(const uint16_t* x, int M, const GemmWeight& w, uint16_t* y, GemmWorksp
     quantize_rows_e4m3(x, M, K, x8, row_scale, stream);
     gemm_e4m3(x8, row_scale, M, static_cast<const uint8_t*>(w.codes), N, K, y, ws, stream, opt);
   } else {
-    const auto decode = w.format == "int4-g128" ? tc::W4Decode::int4 : tc::W4Decode::fp4;
-    tc::w4a16(x, M, static_cast<const uint32_t*>(w.codes), static_cast<const uint32_t*>(w.meta), w.block, decode, N,
-              K, w.global_scale, y, ws, opt.split_k, stream);
+    tc::w4a16(x, M, static_cast<const uint32_t*>(w.codes), static_cast<const uint32_t*>(w.meta), w.block,
+              w4_decode(w.format), N, K, w.global_scale, y, ws, opt.split_k, stream);
   }
+}
+
+void dequantize_fp16(const GemmWeight& w, uint16_t* out, cudaStream_t stream) {
+  if (!w.codes) throw Error("dequantize_fp16: empty GemmWeight");
+  if (is_nested(w.format)) throw Error(fmt::format("dequantize_fp16: {} weights have their own FP16/FP8 GEMMs", w.format));
+  tc::w4_dequantize(static_cast<const uint32_t*>(w.codes), static_cast<const uint32_t*>(w.meta), w.block,
+                    w4_decode(w.format), int(w.N), int(w.K), w.global_scale, out, stream);
 }
 
 }  // namespace nibble::cuda

@@ -84,7 +84,6 @@ struct Tile {
   static constexpr int MT = WM / 16, NT = WN / 8;
   static constexpr int A_STAGE_BYTES = BM * kAStride;
   static_assert(WM % 16 == 0 && WN % 8 == 0, "warp tile must be whole mma tiles");
-  static_assert((BM * 8) % THREADS == 0, "A chunks must split evenly over the threads");
 };
 
 template <class T, class BOp>
@@ -96,8 +95,9 @@ template <class T>
 __device__ __forceinline__ void load_a_stage(uint8_t* As, const MainArgs& g, int m0, int kt) {
   constexpr int chunks = T::BM * 8;  // 8 x 16 bytes per row
 #pragma unroll
-  for (int i = 0; i < chunks / T::THREADS; ++i) {
+  for (int i = 0; i < (chunks + T::THREADS - 1) / T::THREADS; ++i) {
     int c = threadIdx.x + i * T::THREADS;
+    if (chunks % T::THREADS != 0 && c >= chunks) break;
     int r = c >> 3, col = c & 7;
     bool ok = m0 + r < g.M;
     const uint8_t* src = ok ? g.a + int64_t(m0 + r) * g.a_row_bytes + int64_t(kt) * kStageABytes + col * 16 : g.a;

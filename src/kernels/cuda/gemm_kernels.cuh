@@ -11,8 +11,14 @@ namespace nibble::cuda::tc {
 void nestedfp16(const uint16_t* x, int M, const uint8_t* upper, const uint8_t* lower, int N, int K, uint16_t* y,
                 GemmWorkspace& ws, int split_k, cudaStream_t stream);
 
-enum class W4Decode { fp4, int4 };
+// fp4: FP4 codes, fp16 scale, code -0 -> the fp16 special value (0 for plain FP4 / MXFP4);
+// int4: fp16 scale and 1024 + zero point; nf4: NF4 level (float LUT) times an FP32 absmax.
+enum class W4Decode { fp4, int4, nf4 };
 void w4a16(const uint16_t* x, int M, const uint32_t* codes, const uint32_t* meta, int group, W4Decode decode, int N,
-           int K, float alpha, uint16_t* y, GemmWorkspace& ws, int split_k, cudaStream_t stream);
+           int K, float alpha, uint16_t* y, GemmWorkspace& ws, int split_k, cudaStream_t stream,
+           const float* row_scale = nullptr);
+// The same weights dequantized to fp16 [N, K] row-major (alpha applied), for the cuBLAS path.
+void w4_dequantize(const uint32_t* codes, const uint32_t* meta, int group, W4Decode decode, int N, int K, float alpha,
+                   uint16_t* out, cudaStream_t stream);
 
 }  // namespace nibble::cuda::tc

@@ -24,13 +24,16 @@ int sm_count();
 
 // fp16 paths (dequantizing B): warps side by side along N, so no two warps dequantize the same B
 // fragment (measured faster for W4A16). e4m3 path (B used as stored): 2 x 4 warps (measured faster).
+// Few rows are memory-bound: deeper pipelines (more weight bytes in flight per SM) at small M.
 template <class Mma>
 struct Tiles {
-  using Small = Tile<64, 128, 1, 8, 3>;   // M <= 64: warp tile 64 x 16
+  using Tiny = Tile<16, 128, 1, 8, 8>;    // M <= 16: warp tile 16 x 16, 8 stages
+  using Small = Tile<64, 128, 1, 8, 5>;   // M <= 64: warp tile 64 x 16
   using Large = Tile<128, 128, 1, 8, 3>;  // warp tile 128 x 16
 };
 template <>
 struct Tiles<MmaE4M3> {
+  using Tiny = Tile<64, 128, 2, 4, 3>;
   using Small = Tile<64, 128, 2, 4, 3>;   // warp tile 32 x 32
   using Large = Tile<128, 128, 2, 4, 3>;  // warp tile 64 x 32
 };
@@ -78,9 +81,12 @@ void launch_tile(const Problem& p, const typename BOp::Params& bp, GemmWorkspace
 
 template <class Mma, class BOp>
 void launch(const Problem& p, const typename BOp::Params& bp, GemmWorkspace& ws, int split_k, cudaStream_t stream) {
+  using Tiny = typename Tiles<Mma>::Tiny;
   using Small = typename Tiles<Mma>::Small;
   using Large = typename Tiles<Mma>::Large;
-  if (p.M <= Small::BM)
+  if (p.M <= Tiny::BM)
+    launch_tile<Tiny, Mma, BOp>(p, bp, ws, split_k, stream);
+  else if (p.M <= Small::BM)
     launch_tile<Small, Mma, BOp>(p, bp, ws, split_k, stream);
   else
     launch_tile<Large, Mma, BOp>(p, bp, ws, split_k, stream);
