@@ -1,0 +1,91 @@
+#pragma once
+// The non-linear pieces of a Llama block on the GPU (the CUDA twin of src/model/ops.h), for the
+// device backend of the model runtime (nibble/cuda/runtime.h). All pointers are device pointers;
+// every function is asynchronous on `stream`, allocates nothing (so it can be captured in a CUDA
+// graph) and throws nibble::Error on bad arguments or a failed launch.
+//
+// Conventions:
+//   - the residual stream x is FP32 [T, H]; what feeds a linear layer is FP16 (bits as uint16_t);
+//   - a step runs T tokens; token t belongs to KV-cache slot slot[t] and sits at position pos[t]
+//     (a prefill: one slot, consecutive positions; a batched decode: one token per slot);
+//   - the KV cache of one layer is FP16 [n_slots][nkv][max_ctx][d], K and V separately;
+//   - RoPE follows the HF convention (element i pairs with i + d/2); cos_sin is FP32
+//     [max_ctx][d], per position d/2 cosines then d/2 sines (as the CPU Session builds it).
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace nibble::cuda::ops {
+
+// x[t, :] = float(table[ids[t], :]); table FP16 [V, H]. ids are checked on the host before.
+void embed(const uint16_t* table, const int32_t* ids, int T, int H, float* x, cudaStream_t stream);
+
+// y[t] = fp16(x[t] / sqrt(mean(x[t]^2) + eps) * w), w FP32 [H].
+void rmsnorm(const float* x, const float* w, int T, int H, float eps, uint16_t* y, cudaStream_t stream);
+
+// x[t] += float(delta[t]), then y[t] = fp16(rmsnorm(x[t]) * w): the residual add fused with the
+// next norm. y may be null (add only).
+void add_rmsnorm(float* x, const uint16_t* delta, const float* w, int T, int H, float eps, uint16_t* y,
+                 cudaStream_t stream);
+
+// y[t, n] += bias[n] (FP32 bias [N]) on FP16 y [T, N] (Qwen2's q/k/v biases).
+void add_bias(uint16_t* y, const float* bias, int T, int N, cudaStream_t stream);
+
+// out[i] = fp16(silu(gate[i]) * up[i]), all FP16 of n elements (out may alias gate).
+void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out, cudaStream_t stream);
+
+// For each token t: optional per-head RMSNorm of q and k (Qwen3; q_norm / k_norm FP32 [d], null to
+// skip), RoPE at pos[t] on q (in place, FP16 [T, nh*d]) and k, then k and v (FP16 [T, nkv*d])
+// stored into the layer's cache at (slot[t], head, pos[t]). d must be even. slot/pos live on the
+// device, so the caller checks them; a token with pos outside [0, max_ctx) or slot < 0 is skipped.
+void qk_norm_rope_store(uint16_t* q, const uint16_t* k, const uint16_t* v, int T, int nh, int nkv, int d,
+                        const float* q_norm, const float* k_norm, float eps, const float* cos_sin,
+                        const int32_t* slot, const int32_t* pos, uint16_t* k_cache, uint16_t* v_cache,
+                        int max_ctx, cudaStream_t stream);
+
+// Causal attention of T queries of one sequence (a prefill chunk: slot `slot`, positions
+// pos0..pos0+T-1) over cache positions 0..pos0+T-1 (this chunk's keys already stored). Tiled over
+// queries and keys with an online softmax; GQA (nh a multiple of nkv). q, out FP16 [T, nh*d];
+// d in {64, 128}. Scale 1/sqrt(d). q, the caches and out must be 16-byte aligned.
+void attention_prefill(const uint16_t* q, int T, int slot, int pos0, const uint16_t* k_cache,
+                       const uint16_t* v_cache, int max_ctx, int nh, int nkv, int d, uint16_t* out,
+                       cudaStream_t stream);
+
+// Decode attention: B queries, query b of slot slot[b] at position pos[b] attends to cache
+// positions 0..pos[b] of its slot. Split-K flash-decoding: the keys are cut into chunks handled by
+// separate CTAs, partial (max, sum, acc) combined by a second kernel. `workspace` must hold
+// attention_decode_workspace_bytes(B, nh, d, max_ctx) bytes. max_pos_hint bounds pos[b] (the
+// grid is sized for it, so a captured graph stays valid while every pos[b] <= max_pos_hint).
+// Chunks are 256 keys, or 128 / 64 when that grid would leave SMs idle; the choice depends only on
+// (B, nh, nkv, max_pos_hint, max_ctx). q, the caches and workspace must be 16-byte aligned. A row
+// whose pos[b] is outside [0, max_pos_hint] (or slot[b] < 0) gets NaN outputs.
+size_t attention_decode_workspace_bytes(int B, int nh, int d, int max_ctx);
+void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32_t* pos, int max_pos_hint,
+                      const uint16_t* k_cache, const uint16_t* v_cache, int max_ctx, int nh, int nkv, int d,
+                      uint16_t* out, void* workspace, cudaStream_t stream);
+
+// y = float(x) for n FP16 values (a quantized output layer's FP16 logits to FP32).
+void half_to_float(const uint16_t* x, int64_t n, float* y, cudaStream_t stream);
+
+// Per row b of FP32 logits [B, V]: entropy (nats) of softmax at temperature 1 (the ReSET signal),
+// and the argmax (lowest index on ties; NaN logits never win). Either output may be null.
+void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, int32_t* argmax,
+                           cudaStream_t stream);
+
+// Per row b: draws a token from softmax(logits[b] / temperature[b]) restricted to the nucleus
+// top_p[b] (the smallest set of most probable tokens whose mass reaches top_p; 1 = all), with the
+// uniform number u[b] in [0, 1) (inverse CDF over the kept tokens in descending-probability order,
+// ties to the lower id). temperature[b] <= 0 means greedy (argmax). Writes out[b].
+// No sort: bisection over the probability values, FP64 sums (see ops_sample.cu). u >= 1 or NaN
+// inputs give some valid id, never a crash. `workspace` must hold sample_workspace_bytes(B, V)
+// bytes (B * V * 8: a candidate list per row).
+size_t sample_workspace_bytes(int B, int V);
+void sample(const float* logits, int B, int V, const float* temperature, const float* top_p, const float* u,
+            int32_t* out, void* workspace, cudaStream_t stream);
+
+// nll[t] = -log softmax(logits[t])[target[t]] for FP32 logits [T, V] (perplexity on the device);
+// NaN for a target outside [0, V).
+void token_nll(const float* logits, int T, int V, const int32_t* target, float* nll, cudaStream_t stream);
+
+}  // namespace nibble::cuda::ops

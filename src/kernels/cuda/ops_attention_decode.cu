@@ -1,0 +1,247 @@
+// Split-K decode attention (flash-decoding). Kernel 1: a CTA takes one (sequence, KV head, chunk of
+// up to 256 keys) for HPC query heads of the group; pass 1 computes the chunk's scores into shared
+// memory (each key row read once with 16-byte loads, D/8 lanes per key), then per head the chunk's
+// max and sum, pass 2 accumulates P.V; the partial (max, sum, acc) goes to the workspace. Kernel 2
+// combines the chunks of each (sequence, head). The grid is sized for max_pos_hint; a CTA whose
+// chunk starts past its query's position returns at once.
+#include <algorithm>
+#include <cmath>
+
+#include "gemm_launch.cuh"
+#include "nibble/cuda/ops.h"
+#include "ops_common.cuh"
+
+namespace nibble::cuda::ops {
+using namespace detail;
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxChunk = 256;
+constexpr int kUnroll = 4;  // key rows in flight per lane
+
+int chunk_slots(int max_ctx) { return (max_ctx + kMaxChunk - 1) / kMaxChunk + 32; }
+
+struct DecodeArgs {
+  const uint16_t* q;
+  const int32_t* slot;
+  const int32_t* pos;
+  const uint16_t* k;
+  const uint16_t* v;
+  uint16_t* out;
+  float* ws_acc;  // [B][nh][slots][d]
+  float* ws_ml;   // [B][nh][slots][2]: max (base 2), sum
+  int max_pos_hint, max_ctx, nh, nkv, group, slots, chunk;
+  float qscale;  // 1/sqrt(d) * log2(e)
+};
+
+__device__ __forceinline__ bool decode_pos_ok(const DecodeArgs& a, int p, int s) {
+  return p >= 0 && p <= a.max_pos_hint && p < a.max_ctx && s >= 0;
+}
+
+template <int D, int HPC>
+__global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const DecodeArgs a) {
+  constexpr int kLpk = D / 8;       // lanes per key row (one 16-byte word each)
+  constexpr int kKpw = 32 / kLpk;   // key rows per warp load
+  constexpr int kStep = kWarps * kKpw * kUnroll;
+  __shared__ float s_p[HPC][kMaxChunk];
+  __shared__ float s_red[kWarps][HPC][D];
+  __shared__ float s_m[HPC];
+
+  const int b = blockIdx.z, heads_blocks = a.group / HPC;
+  const int g = blockIdx.y / heads_blocks, h0 = g * a.group + (blockIdx.y % heads_blocks) * HPC;
+  const int p = a.pos[b], s = a.slot[b];
+  const int c0 = blockIdx.x * a.chunk;
+  if (!decode_pos_ok(a, p, s) || c0 > p) return;
+  const int n = min(a.chunk, p + 1 - c0);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % kLpk, kr = lane / kLpk;
+
+  float qv[HPC][8];
+#pragma unroll
+  for (int h = 0; h < HPC; ++h) {
+    unpack8(__ldg(reinterpret_cast<const uint4*>(a.q + (int64_t(b) * a.nh + h0 + h) * D + sub * 8)), qv[h]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) qv[h][e] *= a.qscale;
+  }
+  const int64_t head_off = ((int64_t(s) * a.nkv + g) * a.max_ctx + c0) * D + sub * 8;
+  const uint16_t* kp = a.k + head_off;
+  const uint16_t* vp = a.v + head_off;
+
+  // Pass 1: scores. Loop bounds are warp-uniform (the shuffles need every lane).
+  for (int j0 = warp * kKpw * kUnroll; j0 < n; j0 += kStep) {
+    uint4 w[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = j0 + u * kKpw + kr;
+      w[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(kp + int64_t(j) * D)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float kf[8];
+      unpack8(w[u], kf);
+      const int j = j0 + u * kKpw + kr;
+#pragma unroll
+      for (int h = 0; h < HPC; ++h) {
+        float dot = 0;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot += qv[h][e] * kf[e];
+#pragma unroll
+        for (int o = kLpk / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        if (sub == 0 && j < n) s_p[h][j] = dot;
+      }
+    }
+  }
+  __syncthreads();
+
+  // Per head: the chunk's max, p = 2^(s - max) in place, the sum; written to the workspace.
+  const int64_t ws = (int64_t(b) * a.nh + h0) * a.slots + blockIdx.x;  // (b, h0, chunk) slot index
+  for (int h = warp; h < HPC; h += kWarps) {
+    float mx = -INFINITY;
+    for (int j = lane; j < n; j += 32) mx = fmaxf(mx, s_p[h][j]);
+    mx = warp_max(mx);
+    float sum = 0;
+    for (int j = lane; j < n; j += 32) sum += (s_p[h][j] = exp2f(s_p[h][j] - mx));
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      s_m[h] = mx;
+      a.ws_ml[(ws + int64_t(h) * a.slots) * 2] = mx;
+      a.ws_ml[(ws + int64_t(h) * a.slots) * 2 + 1] = sum;
+    }
+  }
+  __syncthreads();
+
+  // Pass 2: acc[h][8 columns of this lane] += p[h][j] * v[j].
+  float acc[HPC][8] = {};
+  for (int j0 = warp * kKpw * kUnroll; j0 < n; j0 += kStep) {
+    uint4 w[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = j0 + u * kKpw + kr;
+      w[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(vp + int64_t(j) * D)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = j0 + u * kKpw + kr;
+      if (j >= n) continue;
+      float vf[8];
+      unpack8(w[u], vf);
+#pragma unroll
+      for (int h = 0; h < HPC; ++h) {
+        const float pj = s_p[h][j];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[h][e] += pj * vf[e];
+      }
+    }
+  }
+  // Lanes of the same columns (different key rows) add up, then the warps through shared memory.
+#pragma unroll
+  for (int h = 0; h < HPC; ++h)
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+#pragma unroll
+      for (int o = kLpk; o < 32; o <<= 1) acc[h][e] += __shfl_xor_sync(0xffffffffu, acc[h][e], o);
+  if (kr == 0)
+#pragma unroll
+    for (int h = 0; h < HPC; ++h)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s_red[warp][h][sub * 8 + e] = acc[h][e];
+  __syncthreads();
+  for (int i = threadIdx.x; i < HPC * D; i += kThreads) {
+    const int h = i / D, e = i % D;
+    float sum = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += s_red[w][h][e];
+    a.ws_acc[(ws + int64_t(h) * a.slots) * D + e] = sum;
+  }
+}
+
+// One CTA of D threads per (head, sequence): out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c - M) l_c.
+template <int D>
+__global__ void __launch_bounds__(D) attention_decode_combine_kernel(const DecodeArgs a) {
+  const int h = blockIdx.x, b = blockIdx.y, e = threadIdx.x;
+  const int p = a.pos[b], s = a.slot[b];
+  uint16_t* o = a.out + (int64_t(b) * a.nh + h) * D;
+  if (!decode_pos_ok(a, p, s)) {  // the host could not check it: make the row visibly wrong
+    o[e] = 0x7E00;
+    return;
+  }
+  const int nc = p / a.chunk + 1;
+  const int64_t base = (int64_t(b) * a.nh + h) * a.slots;
+  float mx = -INFINITY;
+  for (int c = 0; c < nc; ++c) mx = fmaxf(mx, a.ws_ml[(base + c) * 2]);
+  float l = 0, acc = 0;
+  for (int c = 0; c < nc; ++c) {
+    const float f = exp2f(a.ws_ml[(base + c) * 2] - mx);
+    l += f * a.ws_ml[(base + c) * 2 + 1];
+    acc += f * a.ws_acc[(base + c) * D + e];
+  }
+  o[e] = f2h(acc / l);
+}
+
+template <int D>
+void launch_split(const DecodeArgs& a, dim3 grid, int hpc, cudaStream_t stream) {
+  switch (hpc) {
+    case 8: attention_decode_split_kernel<D, 8><<<grid, kThreads, 0, stream>>>(a); break;
+    case 4: attention_decode_split_kernel<D, 4><<<grid, kThreads, 0, stream>>>(a); break;
+    case 2: attention_decode_split_kernel<D, 2><<<grid, kThreads, 0, stream>>>(a); break;
+    default: attention_decode_split_kernel<D, 1><<<grid, kThreads, 0, stream>>>(a); break;
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+size_t attention_decode_workspace_bytes(int B, int nh, int d, int max_ctx) {
+  require(B >= 0 && nh > 0 && d > 0 && max_ctx > 0, "attention_decode_workspace_bytes",
+          "bad shape B=" + std::to_string(B) + " nh=" + std::to_string(nh) + " d=" + std::to_string(d) +
+              " max_ctx=" + std::to_string(max_ctx));
+  return size_t(B) * nh * chunk_slots(max_ctx) * (size_t(d) + 2) * sizeof(float);
+}
+
+void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32_t* pos, int max_pos_hint,
+                      const uint16_t* k_cache, const uint16_t* v_cache, int max_ctx, int nh, int nkv, int d,
+                      uint16_t* out, void* workspace, cudaStream_t stream) {
+  const char* fn = "attention_decode";
+  require(d == 64 || d == 128, fn, "head dim d=" + std::to_string(d) + " is not supported (64, 128)");
+  require(nh > 0 && nkv > 0 && nh % nkv == 0, fn,
+          "nh=" + std::to_string(nh) + " must be a positive multiple of nkv=" + std::to_string(nkv));
+  require(B >= 0 && B <= 65535, fn, "batch B=" + std::to_string(B) + " outside [0, 65535]");
+  require(max_ctx > 0 && max_pos_hint >= 0 && max_pos_hint < max_ctx, fn,
+          "max_pos_hint=" + std::to_string(max_pos_hint) + " outside [0, max_ctx=" + std::to_string(max_ctx) + ")");
+  if (B == 0) return;
+  require_ptr(q, fn, "q"), require_ptr(slot, fn, "slot"), require_ptr(pos, fn, "pos");
+  require_ptr(k_cache, fn, "k_cache"), require_ptr(v_cache, fn, "v_cache"), require_ptr(out, fn, "out");
+  require_ptr(workspace, fn, "workspace");
+  require(aligned16(q) && aligned16(k_cache) && aligned16(v_cache) && aligned16(workspace), fn,
+          "q, k_cache, v_cache and workspace must be 16-byte aligned");
+
+  const int group = nh / nkv;
+  const int hpc = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+  const int slots = chunk_slots(max_ctx);
+  // Shorter chunks when the grid would leave SMs idle (few sequences, short context), as long as
+  // the chunks fit the workspace's slots.
+  const int64_t ctas_per_chunk = int64_t(B) * nkv * (group / hpc);
+  auto n_chunks = [&](int chunk) { return (max_pos_hint + chunk) / chunk; };
+  int chunk = kMaxChunk;
+  while (chunk > 64 && ctas_per_chunk * n_chunks(chunk) < 2 * tc::sm_count() && n_chunks(chunk / 2) <= slots)
+    chunk /= 2;
+  require(nkv * (group / hpc) <= 65535, fn, "too many heads for one launch");
+
+  float* ws = static_cast<float*>(workspace);
+  const DecodeArgs a{q, slot, pos, k_cache, v_cache, out, ws, ws + size_t(B) * nh * slots * d,
+                     max_pos_hint, max_ctx, nh, nkv, group, slots, chunk,
+                     float(1.0 / std::sqrt(double(d)) * M_LOG2E)};
+  const dim3 grid{unsigned(n_chunks(chunk)), unsigned(nkv * (group / hpc)), unsigned(B)};
+  if (d == 64) {
+    launch_split<64>(a, grid, hpc, stream);
+    attention_decode_combine_kernel<64><<<dim3{unsigned(nh), unsigned(B)}, 64, 0, stream>>>(a);
+  } else {
+    launch_split<128>(a, grid, hpc, stream);
+    attention_decode_combine_kernel<128><<<dim3{unsigned(nh), unsigned(B)}, 128, 0, stream>>>(a);
+  }
+  check_launch(fn);
+}
+
+}  // namespace nibble::cuda::ops

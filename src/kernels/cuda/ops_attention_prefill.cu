@@ -1,0 +1,197 @@
+// Causal prefill attention over the FP16 KV cache: a flash-attention style kernel on CUDA cores.
+// A CTA takes 32 "rows" = (query, head) pairs of one KV head (the GQA group's heads of consecutive
+// queries, so the group shares each K/V tile), walks the keys in tiles of 32 held in shared memory
+// and keeps an online softmax (running max m, sum l) per row; FP32 math, FP16 output.
+#include <cmath>
+
+#include "nibble/cuda/ops.h"
+#include "ops_common.cuh"
+
+namespace nibble::cuda::ops {
+using namespace detail;
+
+namespace {
+
+constexpr int kThreads = 128;  // 4 warps; warp w owns rows 8w..8w+7 in the softmax and P.V phases
+constexpr int kRows = 32;
+constexpr int kKeys = 32;
+constexpr int kRowsPerWarp = kRows / (kThreads / 32);
+
+struct PrefillArgs {
+  const uint16_t* q;
+  const uint16_t* k;  // this slot's cache, [nkv][max_ctx][d]
+  const uint16_t* v;
+  uint16_t* out;
+  int T, pos0, max_ctx, nh, group;
+  float qscale;  // 1/sqrt(d) * log2(e): scores come out in base 2
+};
+
+template <int D>
+struct __align__(16) PrefillSmem {
+  float q[kRows][D + 4];  // +4: the float4 reads of 8 rows at once hit distinct banks
+  float k[kKeys][D + 4];
+  __half v[kKeys][D];
+  float p[kRows][kKeys + 1];
+};
+
+// Loads the (zero-padded) K/V rows k0..k0+31 below kv_end with 16-byte loads.
+template <int D>
+__device__ void load_kv_tile(PrefillSmem<D>& sm, const uint16_t* kh, const uint16_t* vh, int k0, int kv_end) {
+  constexpr int kVec = D / 8;
+  for (int idx = threadIdx.x; idx < kKeys * kVec; idx += kThreads) {
+    const int r = idx / kVec, c = (idx % kVec) * 8, key = k0 + r;
+    uint4 kw = make_uint4(0, 0, 0, 0), vw = kw;
+    if (key < kv_end) {
+      kw = __ldg(reinterpret_cast<const uint4*>(kh + int64_t(key) * D + c));
+      vw = __ldg(reinterpret_cast<const uint4*>(vh + int64_t(key) * D + c));
+    }
+    float f[8];
+    unpack8(kw, f);
+    *reinterpret_cast<float4*>(&sm.k[r][c]) = make_float4(f[0], f[1], f[2], f[3]);
+    *reinterpret_cast<float4*>(&sm.k[r][c + 4]) = make_float4(f[4], f[5], f[6], f[7]);
+    *reinterpret_cast<uint4*>(&sm.v[r][c]) = vw;
+  }
+}
+
+// S = Q.K^T for the tile: thread (ty, tx) computes rows 2ty, 2ty+1 at keys tx + 8j.
+template <int D>
+__device__ void tile_scores(PrefillSmem<D>& sm) {
+  const int ty = threadIdx.x / 8, tx = threadIdx.x % 8;
+  float s[2][4] = {};
+#pragma unroll 4
+  for (int e = 0; e < D; e += 4) {
+    const float4 a0 = *reinterpret_cast<const float4*>(&sm.q[2 * ty][e]);
+    const float4 a1 = *reinterpret_cast<const float4*>(&sm.q[2 * ty + 1][e]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float4 b = *reinterpret_cast<const float4*>(&sm.k[tx + 8 * j][e]);
+      s[0][j] += a0.x * b.x + a0.y * b.y + a0.z * b.z + a0.w * b.w;
+      s[1][j] += a1.x * b.x + a1.y * b.y + a1.z * b.z + a1.w * b.w;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) sm.p[2 * ty][tx + 8 * j] = s[0][j], sm.p[2 * ty + 1][tx + 8 * j] = s[1][j];
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const PrefillArgs a) {
+  __shared__ PrefillSmem<D> sm;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = blockIdx.y;
+  const int n_rows = a.T * a.group;
+  const int row0 = (gridDim.x - 1 - blockIdx.x) * kRows;  // the longest (latest) rows start first
+  const int last_row = min(row0 + kRows, n_rows) - 1;
+  const int kv_end = a.pos0 + last_row / a.group + 1;
+  const int64_t qstride = int64_t(a.nh) * D;
+
+  constexpr int kVec = D / 8;
+  for (int idx = threadIdx.x; idx < kRows * kVec; idx += kThreads) {
+    const int r = idx / kVec, c = (idx % kVec) * 8, row = row0 + r;
+    float f[8] = {};
+    if (row < n_rows) {
+      const int t = row / a.group, h = g * a.group + row % a.group;
+      unpack8(__ldg(reinterpret_cast<const uint4*>(a.q + t * qstride + int64_t(h) * D + c)), f);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sm.q[r][c + i] = f[i] * a.qscale;
+  }
+
+  const uint16_t* kh = a.k + int64_t(g) * a.max_ctx * D;
+  const uint16_t* vh = a.v + int64_t(g) * a.max_ctx * D;
+  // The warp's rows: running max / sum (same in every lane), and the P.V accumulators of this
+  // lane's columns 2*lane + 64*c (+1).
+  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][D / 32];
+  int limit[kRowsPerWarp];  // the last key position each row may see (-1: no such row)
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int row = row0 + warp * kRowsPerWarp + i;
+    m[i] = -INFINITY, l[i] = 0, limit[i] = row < n_rows ? a.pos0 + row / a.group : -1;
+#pragma unroll
+    for (int c = 0; c < D / 32; ++c) acc[i][c] = 0;
+  }
+
+  for (int k0 = 0; k0 < kv_end; k0 += kKeys) {
+    __syncthreads();  // the previous tile is no longer read
+    load_kv_tile(sm, kh, vh, k0, kv_end);
+    __syncthreads();
+    tile_scores(sm);
+    __syncthreads();
+    float alpha[kRowsPerWarp];
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {  // online softmax, one key per lane
+      const int r = warp * kRowsPerWarp + i;
+      const float s = k0 + lane <= limit[i] ? sm.p[r][lane] : -INFINITY;
+      const float m_new = fmaxf(m[i], warp_max(s));
+      const float p = m_new == -INFINITY ? 0.0f : exp2f(s - m_new);
+      alpha[i] = m_new == -INFINITY ? 1.0f : exp2f(m[i] - m_new);
+      l[i] = l[i] * alpha[i] + warp_sum(p);
+      m[i] = m_new;
+      sm.p[r][lane] = p;
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i)
+#pragma unroll
+      for (int c = 0; c < D / 32; ++c) acc[i][c] *= alpha[i];
+    for (int j = 0; j < kKeys; ++j) {
+      float2 vj[D / 64];
+#pragma unroll
+      for (int c = 0; c < D / 64; ++c)
+        vj[c] = __half22float2(*reinterpret_cast<const __half2*>(&sm.v[j][2 * lane + 64 * c]));
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        const float p = sm.p[warp * kRowsPerWarp + i][j];
+#pragma unroll
+        for (int c = 0; c < D / 64; ++c) acc[i][2 * c] += p * vj[c].x, acc[i][2 * c + 1] += p * vj[c].y;
+      }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int row = row0 + warp * kRowsPerWarp + i;
+    if (row >= n_rows) continue;
+    const int t = row / a.group, h = g * a.group + row % a.group;
+    uint16_t* o = a.out + t * qstride + int64_t(h) * D;
+    const float inv = 1.0f / l[i];
+#pragma unroll
+    for (int c = 0; c < D / 64; ++c)
+      *reinterpret_cast<__half2*>(o + 2 * lane + 64 * c) =
+          __floats2half2_rn(acc[i][2 * c] * inv, acc[i][2 * c + 1] * inv);
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+void attention_prefill(const uint16_t* q, int T, int slot, int pos0, const uint16_t* k_cache,
+                       const uint16_t* v_cache, int max_ctx, int nh, int nkv, int d, uint16_t* out,
+                       cudaStream_t stream) {
+  const char* fn = "attention_prefill";
+  require(d == 64 || d == 128, fn, "head dim d=" + std::to_string(d) + " is not supported (64, 128)");
+  require(nh > 0 && nkv > 0 && nh % nkv == 0, fn,
+          "nh=" + std::to_string(nh) + " must be a positive multiple of nkv=" + std::to_string(nkv));
+  require(T >= 0 && slot >= 0 && pos0 >= 0 && int64_t(pos0) + T <= max_ctx, fn,
+          "T=" + std::to_string(T) + " tokens at pos0=" + std::to_string(pos0) + " (slot " + std::to_string(slot) +
+              ") do not fit max_ctx=" + std::to_string(max_ctx));
+  if (T == 0) return;
+  require_ptr(q, fn, "q"), require_ptr(k_cache, fn, "k_cache"), require_ptr(v_cache, fn, "v_cache");
+  require_ptr(out, fn, "out");
+  require(aligned16(q) && aligned16(k_cache) && aligned16(v_cache) && aligned16(out), fn,
+          "q, k_cache, v_cache and out must be 16-byte aligned");
+  const int group = nh / nkv;
+  const int64_t blocks = (int64_t(T) * group + kRows - 1) / kRows;
+  require(blocks <= 0x7fffffff && nkv <= 65535, fn, "too many queries or heads for one launch");
+  const int64_t slot_off = int64_t(slot) * nkv * max_ctx * d;
+  const PrefillArgs a{q, k_cache + slot_off, v_cache + slot_off, out, T, pos0, max_ctx, nh, group,
+                      float(1.0 / std::sqrt(double(d)) * M_LOG2E)};
+  const dim3 grid{unsigned(blocks), unsigned(nkv)};
+  if (d == 64)
+    attention_prefill_kernel<64><<<grid, kThreads, 0, stream>>>(a);
+  else
+    attention_prefill_kernel<128><<<grid, kThreads, 0, stream>>>(a);
+  check_launch(fn);
+}
+
+}  // namespace nibble::cuda::ops

@@ -1,0 +1,75 @@
+// Element-wise ops of the model runtime: embedding lookup, bias add, SwiGLU, fp16 -> fp32.
+#include <algorithm>
+
+#include "nibble/cuda/ops.h"
+#include "ops_common.cuh"
+
+namespace nibble::cuda::ops {
+using namespace detail;
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int grid_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
+
+__global__ void embed_kernel(const uint16_t* table, const int32_t* ids, int H, float* x) {
+  const int t = blockIdx.x;
+  const uint16_t* row = table + int64_t(ids[t]) * H;
+  float* out = x + int64_t(t) * H;
+  for (int i = threadIdx.x; i < H; i += blockDim.x) out[i] = h2f(row[i]);
+}
+
+__global__ void add_bias_kernel(uint16_t* y, const float* bias, int64_t n, int N) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = f2h(h2f(y[i]) + bias[i % N]);
+}
+
+__global__ void silu_mul_kernel(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = h2f(gate[i]);
+    out[i] = f2h(g / (1.0f + __expf(-g)) * h2f(up[i]));
+  }
+}
+
+__global__ void half_to_float_kernel(const uint16_t* x, int64_t n, float* y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = h2f(x[i]);
+}
+
+}  // namespace
+
+void embed(const uint16_t* table, const int32_t* ids, int T, int H, float* x, cudaStream_t stream) {
+  require(T >= 0 && H > 0, "embed", "bad shape T=" + std::to_string(T) + " H=" + std::to_string(H));
+  if (T == 0) return;
+  require_ptr(table, "embed", "table"), require_ptr(ids, "embed", "ids"), require_ptr(x, "embed", "x");
+  embed_kernel<<<T, kThreads, 0, stream>>>(table, ids, H, x);
+  check_launch("embed");
+}
+
+void add_bias(uint16_t* y, const float* bias, int T, int N, cudaStream_t stream) {
+  require(T >= 0 && N > 0, "add_bias", "bad shape T=" + std::to_string(T) + " N=" + std::to_string(N));
+  if (T == 0) return;
+  require_ptr(y, "add_bias", "y"), require_ptr(bias, "add_bias", "bias");
+  const int64_t n = int64_t(T) * N;
+  add_bias_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, bias, n, N);
+  check_launch("add_bias");
+}
+
+void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out, cudaStream_t stream) {
+  require(n >= 0, "silu_mul", "negative size " + std::to_string(n));
+  if (n == 0) return;
+  require_ptr(gate, "silu_mul", "gate"), require_ptr(up, "silu_mul", "up"), require_ptr(out, "silu_mul", "out");
+  silu_mul_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, n, out);
+  check_launch("silu_mul");
+}
+
+void half_to_float(const uint16_t* x, int64_t n, float* y, cudaStream_t stream) {
+  require(n >= 0, "half_to_float", "negative size " + std::to_string(n));
+  if (n == 0) return;
+  require_ptr(x, "half_to_float", "x"), require_ptr(y, "half_to_float", "y");
+  half_to_float_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, y);
+  check_launch("half_to_float");
+}
+
+}  // namespace nibble::cuda::ops

@@ -1,0 +1,149 @@
+// Prefill and decode attention vs float64 on fresh random caches. Cache entries that must not be
+// read (beyond the attended positions, other slots) hold fp16 NaN; outputs are poisoned first.
+// Tolerance: 2^-10 relative (fp16 output rounding) + 5e-5 x max|V| (FP32 softmax and sums).
+#include <algorithm>
+#include <cmath>
+
+#include "attention_ref.h"
+#include "nibble/cuda/ops.h"
+#include "nibble/error.h"
+#include "ops_test_util.h"
+
+namespace nibble::cuda::test {
+namespace {
+
+namespace ops = nibble::cuda::ops;
+constexpr uint16_t kNaN = 0x7E00;
+
+struct Shape {
+  int nh, nkv, d;
+};
+
+class OpsAttention : public SeededTest {
+ protected:
+  // A cache [n_slots][nkv][max_ctx][d] holding random fp16 at positions < filled[slot], NaN elsewhere.
+  std::vector<uint16_t> make_cache(int n_slots, int nkv, int max_ctx, int d, const std::vector<int>& filled) {
+    std::vector<uint16_t> c(size_t(n_slots) * nkv * max_ctx * d, kNaN);
+    for (int s = 0; s < n_slots; ++s)
+      for (int g = 0; g < nkv; ++g)
+        for (int p = 0; p < filled[size_t(s)]; ++p)
+          for (int i = 0; i < d; ++i)
+            c[((size_t(s) * nkv + g) * max_ctx + p) * d + i] = float_to_half(normal(1.5f));
+    return c;
+  }
+  static double max_abs(const std::vector<uint16_t>& v) {
+    double m = 0;
+    for (uint16_t h : v)
+      if (!std::isnan(half_to_float(h))) m = std::max(m, std::fabs(h2d(h)));
+    return m;
+  }
+};
+
+TEST_F(OpsAttention, PrefillMatchesReference) {
+  struct Case {
+    int T, pos0, max_ctx;
+    Shape s;
+  };
+  const Case cases[] = {{1, 0, 8, {4, 4, 64}},       {7, 5, 12, {8, 2, 128}},     {37, 100, 200, {32, 8, 128}},
+                        {300, 0, 300, {8, 1, 64}},   {300, 211, 600, {12, 4, 64}}, {1, 599, 600, {8, 8, 128}},
+                        {2048, 1000, 3100, {4, 1, 128}}};
+  for (const Case& c : cases) {
+    const auto [nh, nkv, d] = c.s;
+    SCOPED_TRACE("T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0) + " nh=" + std::to_string(nh) +
+                 " nkv=" + std::to_string(nkv) + " d=" + std::to_string(d));
+    const int n_slots = 3, slot = 2;
+    std::vector<int> filled(n_slots, 0);
+    filled[slot] = c.pos0 + c.T;
+    const auto kc = make_cache(n_slots, nkv, c.max_ctx, d, filled), vc = make_cache(n_slots, nkv, c.max_ctx, d, filled);
+    const auto q = random_half(size_t(c.T) * nh * d, 1.5f);
+    GpuBuffer<uint16_t> dq(q), dk(kc), dv(vc), out(size_t(c.T) * nh * d);
+    out.poison();
+    ops::attention_prefill(dq.get(), c.T, slot, c.pos0, dk.get(), dv.get(), c.max_ctx, nh, nkv, d, out.get(), nullptr);
+    const auto got = out.host();
+    const double atol = 5e-5 * max_abs(vc);
+    // Every (query, head) when there are few, else 512 random ones plus the last query's heads.
+    std::vector<std::pair<int, int>> rows;
+    if (int64_t(c.T) * nh <= 4096) {
+      for (int t = 0; t < c.T; ++t)
+        for (int h = 0; h < nh; ++h) rows.emplace_back(t, h);
+    } else {
+      for (int i = 0; i < 512; ++i) rows.emplace_back(uniform_int(0, c.T - 1), uniform_int(0, nh - 1));
+      for (int h = 0; h < nh; ++h) rows.emplace_back(c.T - 1, h);
+    }
+    CloseCheck check("attention_prefill");
+    for (auto [t, h] : rows) {
+      const int g = h / (nh / nkv);
+      const size_t head = ((size_t(slot) * nkv + g) * c.max_ctx) * d, off = (size_t(t) * nh + h) * d;
+      const auto ref = ref_attention(&q[off], &kc[head], &vc[head], c.pos0 + t, d);
+      for (int i = 0; i < d; ++i)
+        check(h2d(got[off + i]), ref[size_t(i)], std::fabs(ref[size_t(i)]) / 1024 + atol,
+              "t=" + std::to_string(t) + " h=" + std::to_string(h) + " i=" + std::to_string(i));
+    }
+  }
+}
+
+TEST_F(OpsAttention, DecodeMatchesReference) {
+  struct Case {
+    int B, max_ctx;
+    Shape s;
+    bool hint_is_max_ctx;  // else the largest position of the batch
+  };
+  const Case cases[] = {{1, 1, {4, 4, 64}, true},      {1, 37, {32, 8, 128}, false}, {3, 600, {32, 8, 128}, true},
+                        {3, 4100, {16, 2, 64}, false}, {64, 300, {32, 8, 128}, true}, {64, 530, {8, 1, 64}, false},
+                        {5, 700, {12, 2, 128}, true},  {7, 260, {5, 1, 64}, true}};
+  for (const Case& c : cases) {
+    const auto [nh, nkv, d] = c.s;
+    SCOPED_TRACE("B=" + std::to_string(c.B) + " max_ctx=" + std::to_string(c.max_ctx) + " nh=" + std::to_string(nh) +
+                 " nkv=" + std::to_string(nkv) + " d=" + std::to_string(d));
+    // One query per slot, slots shuffled; positions random with 0 and max_ctx - 1 included.
+    const int n_slots = c.B + 1;
+    std::vector<int32_t> slot(size_t(c.B)), pos(size_t(c.B));
+    for (int b = 0; b < c.B; ++b) slot[size_t(b)] = b + 1, pos[size_t(b)] = uniform_int(0, c.max_ctx - 1);
+    std::shuffle(slot.begin(), slot.end(), gen);
+    pos[0] = c.max_ctx - 1;
+    if (c.B > 1) pos[1] = 0;
+    std::vector<int> filled(size_t(n_slots), 0);
+    for (int b = 0; b < c.B; ++b) filled[size_t(slot[size_t(b)])] = pos[size_t(b)] + 1;
+    const auto kc = make_cache(n_slots, nkv, c.max_ctx, d, filled), vc = make_cache(n_slots, nkv, c.max_ctx, d, filled);
+    const auto q = random_half(size_t(c.B) * nh * d, 1.5f);
+    const int hint = c.hint_is_max_ctx ? c.max_ctx - 1 : *std::max_element(pos.begin(), pos.end());
+    GpuBuffer<uint16_t> dq(q), dk(kc), dv(vc), out(size_t(c.B) * nh * d);
+    GpuBuffer<int32_t> dslot(slot), dpos(pos);
+    GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(c.B, nh, d, c.max_ctx));
+    out.poison();
+    ws.poison();
+    ops::attention_decode(dq.get(), c.B, dslot.get(), dpos.get(), hint, dk.get(), dv.get(), c.max_ctx, nh, nkv, d,
+                          out.get(), ws.get(), nullptr);
+    const auto got = out.host();
+    const double atol = 5e-5 * max_abs(vc);
+    CloseCheck check("attention_decode");
+    for (int b = 0; b < c.B; ++b)
+      for (int h = 0; h < nh; ++h) {
+        const int g = h / (nh / nkv);
+        const size_t head = ((size_t(slot[size_t(b)]) * nkv + g) * c.max_ctx) * d, off = (size_t(b) * nh + h) * d;
+        const auto ref = ref_attention(&q[off], &kc[head], &vc[head], pos[size_t(b)], d);
+        for (int i = 0; i < d; ++i)
+          check(h2d(got[off + i]), ref[size_t(i)], std::fabs(ref[size_t(i)]) / 1024 + atol,
+                "b=" + std::to_string(b) + " pos=" + std::to_string(pos[size_t(b)]) + " h=" + std::to_string(h) +
+                    " i=" + std::to_string(i));
+      }
+  }
+}
+
+TEST(OpsAttentionArgs, BadShapesThrow) {
+  GpuBuffer<uint16_t> h(1024);
+  GpuBuffer<int32_t> i(4);
+  GpuBuffer<uint8_t> ws(1 << 16);
+  EXPECT_THROW(ops::attention_prefill(h.get(), 1, 0, 0, h.get(), h.get(), 8, 4, 4, 96, h.get(), nullptr), Error);
+  EXPECT_THROW(ops::attention_prefill(h.get(), 4, 0, 6, h.get(), h.get(), 8, 4, 4, 64, h.get(), nullptr), Error);
+  EXPECT_THROW(ops::attention_prefill(h.get(), 1, 0, 0, h.get(), h.get(), 8, 6, 4, 64, h.get(), nullptr), Error);
+  EXPECT_THROW(ops::attention_decode(h.get(), 1, i.get(), i.get(), 8, h.get(), h.get(), 8, 4, 4, 64, h.get(), ws.get(),
+                                     nullptr),
+               Error);  // max_pos_hint must be < max_ctx
+  EXPECT_THROW(ops::attention_decode(h.get(), 1, i.get(), i.get(), 0, h.get(), h.get(), 8, 4, 4, 64, h.get(), nullptr,
+                                     nullptr),
+               Error);
+}
+
+}  // namespace
+}  // namespace nibble::cuda::test

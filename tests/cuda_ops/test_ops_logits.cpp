@@ -1,0 +1,233 @@
+// Entropy/argmax, token NLL and the sampler vs float64 references on fresh random logits.
+// Entropy and NLL: relative error <= 1e-4 (+1e-7 absolute for exact zeros). The sampler must pick
+// exactly the reference's token for the same u: logits are spaced so that no two probabilities are
+// near-equal, and (u, top_p) pairs that land within 1e-5 of a cumulative-mass boundary are
+// redrawn (the GPU's FP32 exponentials differ from float64 by ~1e-7).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "nibble/cuda/ops.h"
+#include "nibble/error.h"
+#include "ops_test_util.h"
+
+namespace nibble::cuda::test {
+namespace {
+
+namespace ops = nibble::cuda::ops;
+
+class OpsLogits : public SeededTest {
+ protected:
+  // Distinct logits: a random permutation of an evenly spaced grid of the given span, + offset.
+  std::vector<float> spaced_logits(int V, double span, double offset) {
+    std::vector<int> perm(static_cast<size_t>(V));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), gen);
+    std::vector<float> z(static_cast<size_t>(V));
+    for (int i = 0; i < V; ++i) z[size_t(i)] = float(offset + span * perm[size_t(i)] / std::max(1, V - 1));
+    return z;
+  }
+};
+
+struct RefStats {
+  double entropy;
+  int argmax;
+};
+
+RefStats ref_stats(const float* z, int V) {
+  int best = 0;
+  for (int i = 1; i < V; ++i)
+    if (z[i] > z[best]) best = i;
+  const double m = z[best];
+  double zs = 0, za = 0;
+  for (int i = 0; i < V; ++i) {
+    if (z[i] == -INFINITY) continue;
+    const double e = std::exp(double(z[i]) - m);
+    zs += e, za += e * (double(z[i]) - m);
+  }
+  return {std::log(zs) - za / zs, best};
+}
+
+TEST_F(OpsLogits, EntropyAndArgmax) {
+  for (auto [B, V] : {std::pair{1, 1}, {3, 7}, {64, 1000}, {3, 151936}}) {
+    std::vector<float> z(size_t(B) * V);
+    for (int b = 0; b < B; ++b) {
+      const float sd = float(0.3 + 6 * uniform());
+      for (int i = 0; i < V; ++i) z[size_t(b) * V + i] = normal(sd);
+    }
+    if (V > 3) {
+      z[2] = z[V - 1] = 1e4f;  // row 0: tied maximum, lowest index wins
+      z[size_t(V) + 1] = -INFINITY;
+    }
+    GpuBuffer<float> dz(z), ent(static_cast<size_t>(B));
+    GpuBuffer<int32_t> arg(static_cast<size_t>(B));
+    ent.poison();
+    arg.poison();
+    ops::logits_entropy_argmax(dz.get(), B, V, ent.get(), arg.get(), nullptr);
+    const auto ge = ent.host();
+    const auto ga = arg.host();
+    CloseCheck check("entropy V=" + std::to_string(V));
+    for (int b = 0; b < B; ++b) {
+      const RefStats r = ref_stats(&z[size_t(b) * V], V);
+      check(ge[size_t(b)], r.entropy, 1e-4 * std::fabs(r.entropy) + 1e-7, "row " + std::to_string(b));
+      EXPECT_EQ(ga[size_t(b)], r.argmax) << "row " << b << " V=" << V;
+    }
+  }
+}
+
+TEST_F(OpsLogits, TokenNll) {
+  for (auto [T, V] : {std::pair{1, 1}, {7, 33}, {37, 32000}, {2, 151936}}) {
+    std::vector<float> z(size_t(T) * V);
+    for (auto& v : z) v = normal(3.0f);
+    std::vector<int32_t> target(static_cast<size_t>(T));
+    for (auto& t : target) t = uniform_int(0, V - 1);
+    target[0] = V - 1;
+    if (T > 1) target[1] = 0;
+    GpuBuffer<float> dz(z), nll(static_cast<size_t>(T));
+    GpuBuffer<int32_t> dt(target);
+    nll.poison();
+    ops::token_nll(dz.get(), T, V, dt.get(), nll.get(), nullptr);
+    const auto got = nll.host();
+    CloseCheck check("token_nll V=" + std::to_string(V));
+    for (int t = 0; t < T; ++t) {
+      const float* zr = &z[size_t(t) * V];
+      const double m = *std::max_element(zr, zr + V);
+      double s = 0;
+      for (int i = 0; i < V; ++i) s += std::exp(double(zr[i]) - m);
+      const double ref = m + std::log(s) - zr[target[size_t(t)]];
+      check(got[size_t(t)], ref, 1e-4 * std::fabs(ref) + 1e-7, "row " + std::to_string(t));
+    }
+  }
+}
+
+// The reference sampler: sort by (probability desc, id asc), keep the shortest prefix whose mass
+// reaches top_p, return the first token whose cumulative mass exceeds u * kept. *margin: the
+// distance (relative to the total) of top_p and u * kept from the nearest cumulative boundary.
+int ref_sample(const float* z, int V, double temp, double top_p, double u, double* margin) {
+  *margin = 1;
+  if (temp <= 0) return int(std::max_element(z, z + V) - z);
+  const double m = *std::max_element(z, z + V);
+  std::vector<double> p(static_cast<size_t>(V));
+  double sum = 0;
+  for (int i = 0; i < V; ++i) sum += (p[size_t(i)] = std::exp((double(z[i]) - m) / temp));
+  for (double& x : p) x /= sum;
+  std::vector<int> order(static_cast<size_t>(V));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[size_t(a)] > p[size_t(b)]; });
+  size_t k = size_t(V);
+  double cum = 0, kept = 1;
+  if (top_p < 1) {
+    for (size_t i = 0; i < order.size(); ++i) {
+      const double before = cum;
+      cum += p[size_t(order[i])];
+      *margin = std::min({*margin, std::fabs(cum - top_p), std::fabs(before - top_p)});
+      if (cum >= top_p) {
+        k = i + 1;
+        break;
+      }
+    }
+    kept = cum;
+  }
+  const double r = u * kept;
+  cum = 0;
+  for (size_t i = 0; i < k; ++i) {
+    cum += p[size_t(order[i])];
+    if (r < cum) {
+      *margin = std::min({*margin, cum - r, r - (cum - p[size_t(order[i])])});
+      return order[i];
+    }
+  }
+  return order[k - 1];
+}
+
+struct SampleRow {
+  float temp, top_p, u;
+};
+
+// Runs the GPU sampler on B rows of z and compares each row with ref_sample.
+void expect_samples(const std::vector<float>& z, int B, int V, const std::vector<SampleRow>& rows) {
+  std::vector<float> t(static_cast<size_t>(B)), p(static_cast<size_t>(B)), u(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) t[size_t(b)] = rows[size_t(b)].temp, p[size_t(b)] = rows[size_t(b)].top_p, u[size_t(b)] = rows[size_t(b)].u;
+  GpuBuffer<float> dz(z), dt(t), dp(p), du(u);
+  GpuBuffer<int32_t> out(static_cast<size_t>(B));
+  GpuBuffer<uint8_t> ws(std::max<size_t>(1, ops::sample_workspace_bytes(B, V)));
+  out.poison();
+  ops::sample(dz.get(), B, V, dt.get(), dp.get(), du.get(), out.get(), ws.get(), nullptr);
+  const auto got = out.host();
+  for (int b = 0; b < B; ++b) {
+    double margin;
+    const int want = ref_sample(&z[size_t(b) * V], V, t[size_t(b)], p[size_t(b)], u[size_t(b)], &margin);
+    EXPECT_EQ(got[size_t(b)], want) << "row " << b << " V=" << V << " temperature=" << t[size_t(b)]
+                                    << " top_p=" << p[size_t(b)] << " u=" << u[size_t(b)];
+  }
+}
+
+TEST_F(OpsLogits, SampleMatchesReferenceChoice) {
+  for (auto [B, V] : {std::pair{1, 7}, {64, 32000}, {3, 151936}}) {
+    std::vector<float> z;
+    std::vector<SampleRow> rows;
+    for (int b = 0; b < B; ++b) {
+      const auto zr = spaced_logits(V, 4 + 20 * uniform(), 10 * normal());
+      z.insert(z.end(), zr.begin(), zr.end());
+      const float temps[] = {0.0f, 0.6f, 1.0f, 1.5f};
+      const float tops[] = {1.0f, 0.95f, 0.5f, 0.05f};
+      SampleRow r{temps[b % 4], tops[(b / 4 + b) % 4], 0};
+      for (int tries = 0; tries < 20; ++tries) {  // redraw u (and top_p) away from boundaries
+        r.u = float(uniform());
+        double margin;
+        ref_sample(zr.data(), V, r.temp, r.top_p, r.u, &margin);
+        if (margin > 1e-5) break;
+        r.top_p = std::min(1.0f, float(r.top_p * (0.9 + 0.1 * uniform())));
+      }
+      rows.push_back(r);
+    }
+    expect_samples(z, B, V, rows);
+  }
+}
+
+TEST_F(OpsLogits, SampleNearlyFlatManyCandidates) {
+  // Tens of thousands of candidates: the list does not fit in shared memory.
+  const int V = 50000;
+  std::vector<float> z;
+  std::vector<SampleRow> rows;
+  for (float top : {1.0f, 0.99f, 0.6f}) {
+    const auto zr = spaced_logits(V, 1.5, normal());
+    SampleRow r{1.0f, top, 0};
+    for (int tries = 0; tries < 20; ++tries) {
+      r.u = float(0.5 + 0.5 * uniform());
+      double margin;
+      ref_sample(zr.data(), V, r.temp, r.top_p, r.u, &margin);
+      if (margin > 1e-6) break;
+    }
+    z.insert(z.end(), zr.begin(), zr.end());
+    rows.push_back(r);
+  }
+  expect_samples(z, int(rows.size()), V, rows);
+}
+
+TEST_F(OpsLogits, SampleTiesGoToLowerIds) {
+  // Equal logits: ties ordered by id, both in the nucleus and in the draw.
+  const int V = 10;
+  std::vector<float> z(V, 1.0f);
+  z[7] = 3.0f, z[3] = 3.0f, z[9] = -INFINITY;
+  std::vector<float> all;
+  std::vector<SampleRow> rows;
+  const SampleRow cases[] = {{1.0f, 0.35f, 0.6f}, {1.0f, 1.0f, 0.99f}, {0.8f, 0.9f, 0.3f}, {0.0f, 1.0f, 0.5f},
+                             {2.0f, 0.7f, 0.999f}, {1.0f, 0.2f, 0.7f}};
+  for (const SampleRow& r : cases) all.insert(all.end(), z.begin(), z.end()), rows.push_back(r);
+  expect_samples(all, int(rows.size()), V, rows);
+  // All equal: top_p 0.35 keeps ids 0..3, u = 0.6 falls on the third of them.
+  std::vector<float> flat(V, 0.5f);
+  expect_samples(flat, 1, V, {{1.0f, 0.35f, 0.6f}});
+}
+
+TEST(OpsLogitsArgs, BadShapesThrow) {
+  GpuBuffer<float> f(16);
+  GpuBuffer<int32_t> i(16);
+  EXPECT_THROW(ops::logits_entropy_argmax(f.get(), 1, 0, f.get(), i.get(), nullptr), Error);
+  EXPECT_THROW(ops::token_nll(f.get(), 1, 4, nullptr, f.get(), nullptr), Error);
+  EXPECT_THROW(ops::sample(f.get(), 1, 4, f.get(), f.get(), f.get(), i.get(), nullptr, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace nibble::cuda::test

@@ -1,0 +1,99 @@
+// Timing lines (CUDA events, mean of 20 launches after 3 warm-ups) for the attention and sampling
+// ops at Llama-8B-like shapes; they print figures, and only check that the outputs are finite.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+
+#include "nibble/cuda/ops.h"
+#include "ops_test_util.h"
+
+namespace nibble::cuda::test {
+namespace {
+
+namespace ops = nibble::cuda::ops;
+
+double mean_us(const std::function<void()>& launch) {
+  for (int i = 0; i < 3; ++i) launch();
+  cudaEvent_t a, b;
+  NIBBLE_CUDA_CHECK(cudaEventCreate(&a));
+  NIBBLE_CUDA_CHECK(cudaEventCreate(&b));
+  NIBBLE_CUDA_CHECK(cudaEventRecord(a));
+  constexpr int kIters = 20;
+  for (int i = 0; i < kIters; ++i) launch();
+  NIBBLE_CUDA_CHECK(cudaEventRecord(b));
+  NIBBLE_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  NIBBLE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a), cudaEventDestroy(b);
+  return 1e3 * ms / kIters;
+}
+
+void expect_finite(const std::vector<uint16_t>& h) {
+  int bad = 0;
+  for (uint16_t v : h) bad += !std::isfinite(half_to_float(v));
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(OpsTimingSlow, AttentionDecodeLlama8B) {
+  const int nh = 32, nkv = 8, d = 128;
+  for (int B : {1, 64})
+    for (int ctx : {512, 4096}) {
+      const size_t cache = size_t(B) * nkv * ctx * d;
+      GpuBuffer<uint16_t> kc(cache), vc(cache), q(size_t(B) * nh * d), out(size_t(B) * nh * d);
+      NIBBLE_CUDA_CHECK(cudaMemset(kc.get(), 0x2C, cache * 2));  // 0x2C2C: about 0.07
+      NIBBLE_CUDA_CHECK(cudaMemset(vc.get(), 0x3C, cache * 2));
+      NIBBLE_CUDA_CHECK(cudaMemset(q.get(), 0x3C, size_t(B) * nh * d * 2));
+      std::vector<int32_t> slot(static_cast<size_t>(B)), pos(size_t(B), ctx - 1);
+      for (int b = 0; b < B; ++b) slot[size_t(b)] = b;
+      GpuBuffer<int32_t> ds(slot), dp(pos);
+      GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(B, nh, d, ctx));
+      out.poison();
+      const double us = mean_us([&] {
+        ops::attention_decode(q.get(), B, ds.get(), dp.get(), ctx - 1, kc.get(), vc.get(), ctx, nh, nkv, d, out.get(),
+                              ws.get(), nullptr);
+      });
+      std::printf("attention_decode B=%d ctx=%d heads 32/8/128: %.1f us, K+V read at %.0f GB/s\n", B, ctx, us,
+                  2.0 * cache * 2 / (us * 1e3));
+      expect_finite(out.host());
+    }
+}
+
+TEST(OpsTimingSlow, AttentionPrefillLlama8B) {
+  const int nh = 32, nkv = 8, d = 128;
+  for (int T : {512, 2048}) {
+    const size_t cache = size_t(nkv) * T * d;
+    GpuBuffer<uint16_t> kc(cache), vc(cache), q(size_t(T) * nh * d), out(size_t(T) * nh * d);
+    NIBBLE_CUDA_CHECK(cudaMemset(kc.get(), 0x2C, cache * 2));
+    NIBBLE_CUDA_CHECK(cudaMemset(vc.get(), 0x3C, cache * 2));
+    NIBBLE_CUDA_CHECK(cudaMemset(q.get(), 0x3C, size_t(T) * nh * d * 2));
+    out.poison();
+    const double us = mean_us(
+        [&] { ops::attention_prefill(q.get(), T, 0, 0, kc.get(), vc.get(), T, nh, nkv, d, out.get(), nullptr); });
+    const double flops = 4.0 * nh * d * (double(T) * (T + 1) / 2);  // QK^T and PV, causal half
+    std::printf("attention_prefill T=%d heads 32/8/128: %.1f us, %.1f TFLOP/s\n", T, us, flops / (us * 1e6));
+    expect_finite(out.host());
+  }
+}
+
+TEST(OpsTimingSlow, SampleAndEntropyQwenVocab) {
+  const int V = 151936;
+  for (int B : {1, 64}) {
+    std::vector<float> z(size_t(B) * V);
+    for (size_t i = 0; i < z.size(); ++i) z[i] = float(std::sin(double(i) * 0.37) * 8);
+    GpuBuffer<float> dz(z), temp(std::vector<float>(size_t(B), 0.7f)), top(std::vector<float>(size_t(B), 0.9f)),
+        u(std::vector<float>(size_t(B), 0.42f)), ent(static_cast<size_t>(B));
+    GpuBuffer<int32_t> out(static_cast<size_t>(B)), arg(static_cast<size_t>(B));
+    GpuBuffer<uint8_t> ws(ops::sample_workspace_bytes(B, V));
+    const double us_sample = mean_us(
+        [&] { ops::sample(dz.get(), B, V, temp.get(), top.get(), u.get(), out.get(), ws.get(), nullptr); });
+    const double us_ent = mean_us([&] { ops::logits_entropy_argmax(dz.get(), B, V, ent.get(), arg.get(), nullptr); });
+    std::printf("sample B=%d V=%d (T=0.7, top_p=0.9): %.1f us; logits_entropy_argmax: %.1f us\n", B, V, us_sample,
+                us_ent);
+    for (int32_t id : out.host()) EXPECT_TRUE(id >= 0 && id < V);
+  }
+}
+
+}  // namespace
+}  // namespace nibble::cuda::test
