@@ -174,6 +174,10 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
       add(f, "fused", M, time_us([&](int c, cudaStream_t st) { gemm(x.p, M, w[size_t(c)], y.p, ws, st); },
                                  int(w.size()), stream, o.target_ms));
     if (f == "nestedfp" || f == "nestedfp8") continue;
+    // W4A4: the activations quantized per token to NVFP4 on the GPU, then the same kernel.
+    for (int M : o.ms)
+      add(f, "w4a4-nvfp4", M, time_us([&](int c, cudaStream_t st) { gemm_w4a4(x.p, M, w[size_t(c)], "nvfp4", 0, y.p, ws, st); },
+                                      int(w.size()), stream, o.target_ms));
     // The other large-M path: dequantize the whole weight to fp16 once per call, then cuBLAS.
     DeviceArray<uint16_t> w16(size_t(s.N) * s.K);
     for (int M : o.ms) {
@@ -192,7 +196,9 @@ double tflops(const Row& r) { return 2.0 * r.M * double(r.K) * r.N / (r.us * 1e-
 std::string summary(const std::vector<Row>& rows) {
   auto find = [&](const std::string& f, const Row& like, int M) -> const Row* {
     for (const Row& r : rows)
-      if (r.format == f && r.K == like.K && r.N == like.N && r.M == M && r.path != "dequant+cublas") return &r;
+      if (r.format == f && r.K == like.K && r.N == like.N && r.M == M && r.path != "dequant+cublas" &&
+          r.path != "w4a4-nvfp4")
+        return &r;
     return nullptr;
   };
   std::string out = "\n## Targets (issue 5)\n\n";
@@ -215,6 +221,11 @@ std::string summary(const std::vector<Row>& rows) {
     if (r.M == 64 && m1) out += fmt::format("- {} {} {}: M=64 time / M=1 time = {:.2f} (target <= 1.3)\n", r.format, r.model, r.proj, r.us / m1->us);
     if (r.M >= 512) out += fmt::format("- {} {} {} M={}: {:.0f}% of cuBLAS FP16 throughput (target >= 80%)\n", r.format, r.model, r.proj, r.M, 100 * r.fp16_us / r.us);
   }
+  for (const Row& r : rows)
+    if (r.path == "w4a4-nvfp4" && r.M >= 256)
+      if (const Row* f = find(r.format, r, r.M); f && f->path == "fused")
+        out += fmt::format("- W4A4 {} {} {} M={}: {:.0f}% of the W4A16 GEMM's throughput (target >= 90%)\n", r.format,
+                           r.model, r.proj, r.M, 100 * f->us / r.us);
   out += "\n## Fused kernel vs dequant+cuBLAS: smallest M where dequant+cuBLAS is faster\n\n";
   for (const Row& r : rows) {
     if (r.path != "fused" || r.M != 1 || r.format.find("nested") != std::string::npos) continue;

@@ -84,6 +84,18 @@ void gemm(const uint16_t* x, int M, const GemmWeight& w, uint16_t* y, GemmWorksp
 // cuBLAS beats the fused kernel (see docs/gemm.md). Throws nibble::Error for nestedfp*.
 void dequantize_fp16(const GemmWeight& w, uint16_t* out, cudaStream_t stream);
 
+// W4A4 on Hopper (no FP4 tensor cores; paper 000's online activation quantization): each row of
+// x is quantized on the GPU to `act_format` ("nvfp4", or "nvfp4-razer-act" with special-value
+// magnitude act_sv), bit-identical to the CPU format library (per-row FP32 global scale
+// amax / 2688), and handed to the W4A16 kernel as fp16 code * E4M3 block scale, which is exact in
+// fp16; the global scales (weight and per-row activation) are applied in the epilogue. So the W4A4
+// GEMM is an exact dequantize-to-FP16 tensor-core GEMM. w must be a W4 format (not nestedfp*).
+bool is_w4a4_act_format(std::string_view act_format);
+void quantize_rows_nvfp4(const uint16_t* x, int M, int K, std::string_view act_format, float act_sv, uint16_t* xq,
+                         float* row_scale, cudaStream_t stream);
+void gemm_w4a4(const uint16_t* x, int M, const GemmWeight& w, std::string_view act_format, float act_sv, uint16_t* y,
+               GemmWorkspace& ws, cudaStream_t stream, const GemmOptions& opt = {});
+
 // The two stages of the nestedfp8 path, exposed for tests and benchmarks.
 // x8[m, k] = E4M3(x[m, k] * sx[m]) (round to nearest even, saturating), sx = 448 / amax(row m)
 // (1 for an all-zero row); row_scale[m] = 1 / (256 * sx[m]).

@@ -217,4 +217,17 @@ void dequantize_fp16(const GemmWeight& w, uint16_t* out, cudaStream_t stream) {
                     w4_decode(w.format), int(w.N), int(w.K), w.global_scale, out, stream);
 }
 
+void gemm_w4a4(const uint16_t* x, int M, const GemmWeight& w, std::string_view act_format, float act_sv, uint16_t* y,
+               GemmWorkspace& ws, cudaStream_t stream, const GemmOptions& opt) {
+  if (!w.codes) throw Error("gemm_w4a4: empty GemmWeight");
+  if (is_nested(w.format)) throw Error(fmt::format("gemm_w4a4: {} weights are not 4-bit", w.format));
+  const size_t xq_bytes = (size_t(M) * w.K * 2 + 255) / 256 * 256;
+  auto* xq = static_cast<uint8_t*>(ws.get(xq_bytes + size_t(M) * sizeof(float), 1));
+  auto* row_scale = reinterpret_cast<float*>(xq + xq_bytes);
+  quantize_rows_nvfp4(x, M, int(w.K), act_format, act_sv, reinterpret_cast<uint16_t*>(xq), row_scale, stream);
+  tc::w4a16(reinterpret_cast<const uint16_t*>(xq), M, static_cast<const uint32_t*>(w.codes),
+            static_cast<const uint32_t*>(w.meta), w.block, w4_decode(w.format), int(w.N), int(w.K), w.global_scale, y,
+            ws, opt.split_k, stream, row_scale);
+}
+
 }  // namespace nibble::cuda
