@@ -1,50 +1,167 @@
 #!/usr/bin/env bash
-# The GPU run: GPU tests (ctest label gpu, i.e. test_cuda) and `nibble bench kernels`, results
-# (JSON + Markdown + logs) under $OUT (default out/).
+# The one GPU script: build + pack here, run parts on the GPU machine, record the results here.
 #
-#   scripts/gpu.sh --stage   on a build machine with nvcc but no GPU: builds the CUDA targets in
-#                            $BUILD (build-cuda/) and packs them with their non-system shared
-#                            libraries into $CARRY (.carry/gpu/, git-ignored), for a GPU machine
-#                            that lacks the build deps. $TARGETS overrides the targets packed.
-#   scripts/gpu.sh [--tune]  on the GPU machine: uses .carry/gpu/ when present, else configures and
-#                            builds the CUDA targets in build-gpu/ (needs the Debian deps there);
-#                            --tune also runs `nibble tune` and benches with its table.
+#   scripts/gpu.sh --stage         on a build machine with nvcc but no GPU: builds the CUDA targets in
+#                                  $BUILD (build-cuda/) and packs them with their non-system shared
+#                                  libraries into $CARRY (.carry/gpu/, git-ignored), for a GPU machine
+#                                  that lacks the build deps (+ the stand-in tokenizer as data/, which
+#                                  gpu_env.sh makes NIBBLE_DATA). $TARGETS overrides the targets packed.
+#   scripts/gpu.sh [PART...]       on the GPU machine (binaries from $CARRY when packed there, else it
+#                                  configures and builds build-gpu/, which needs the Debian deps). Parts:
+#                                    tests    every GPU test binary (test_cuda*)
+#                                    kernels  nibble bench kernels (GEMV)
+#                                    gemm     nibble bench gemm (GEMM_NCU="FORMAT M": + one ncu profile)
+#                                    tune     nibble tune; later benches in the run use its table
+#                                    e2e      nibble init-random for $E2E_ARCHS (llama-3.1-8b qwen3-8b) into
+#                                             $E2E_DIR (/tmp/nibble-random; kept if already there), then
+#                                             nibble bench e2e on .carry/house (if carried) and on them
+#                                             ($E2E_LAYERS: shallower models of the same width, for a quick check)
+#                                  Default: tests kernels gemm e2e, each skipped when less than its rough
+#                                  need is left of $GPU_BUDGET_S (540 s); e2e gets the rest as --time-limit.
+#                                  --tune = tests tune kernels (as before). $E2E_FORMATS, $E2E_ARGS, $KERNELS_ARGS,
+#                                  $GEMM_ARGS pass options on. Results: $OUT/<bench>.json, .md, .log.
+#   scripts/gpu.sh --record DIR    here, after a run: copies DIR/<bench>.json and .md (kernels, gemm,
+#                                  e2e) to docs/perf/<bench>-<date>.{json,md} (date from the rows; -2, -3
+#                                  when that name holds another run) and docs/perf/<bench>-latest.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
-mkdir -p "$OUT"
+CARRY=${CARRY:-.carry/gpu}
 
-if [ "${1:-}" = "--stage" ]; then
+stage() {
   set -e
-  BUILD=${BUILD:-build-cuda} CARRY=${CARRY:-.carry/gpu}
-  TARGETS=${TARGETS:-$(echo test_cuda; ls -d tests/cuda_* 2>/dev/null | sed 's|tests/|test_|'; echo nibble_cli)}
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
-  cmake --build "$BUILD" --target $TARGETS -j"${JOBS:-2}"
-  BINS=$(for t in $TARGETS; do [ "$t" = nibble_cli ] && echo nibble || echo "$t"; done)
+  local build=${BUILD:-build-cuda}
+  local targets=${TARGETS:-$(echo test_cuda; ls -d tests/cuda_* 2>/dev/null | sed 's|tests/|test_|'; echo nibble_cli)}
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
+  cmake --build "$build" --target $targets -j"${JOBS:-2}"
+  local bins
+  bins=$(for t in $targets; do [ "$t" = nibble_cli ] && echo nibble || echo "$t"; done)
   rm -rf "$CARRY" && mkdir -p "$CARRY/lib"
-  tar -C "$BUILD" -cf - $BINS | gzip -6 > "$CARRY/bins.tar.gz"
-  for lib in $(cd "$BUILD" && ldd $BINS | awk '/=>/ {print $3}' | sort -u); do
+  tar -C "$build" -cf - $bins | gzip -6 > "$CARRY/bins.tar.gz"
+  for lib in $(cd "$build" && ldd $bins | awk '/=>/ {print $3}' | sort -u); do
     case "$lib" in */libc.so*|*/libm.so*|*/libdl.so*|*/libpthread.so*|*/librt.so*|*/libstdc++*|*/libgcc_s*|*/libcublas*) ;;
       *) cp -L "$lib" "$CARRY/lib/" ;; esac
   done
+  # the stand-in tokenizer of `nibble init-random` (and of the GPU tests' tiny models): 2 MB
+  local tok=${NIBBLE_DATA:-../shared/data}/models/smollm2-135m-instruct-tokenizer
+  if [ -d "$tok" ]; then
+    mkdir -p "$CARRY/data/models" && cp -r "$tok" "$CARRY/data/models/" && chmod -R u+w "$CARRY/data"
+  fi
+  # the start of house-val (300 KB), for the GPU perplexity tests
+  local val=${NIBBLE_DATA:-../shared/data}/text/house-val/house-val.txt
+  if [ -f "$val" ]; then
+    mkdir -p "$CARRY/data/text/house-val" && head -c 300000 "$val" > "$CARRY/data/text/house-val/house-val.txt"
+  fi
   du -sh "$CARRY"
-  exit 0
-fi
+}
 
-TUNE=0
-[ "${1:-}" = "--tune" ] && TUNE=1
-nvidia-smi -L | tee "$OUT/device.txt"
-if [ -f .carry/gpu/bins.tar.gz ]; then
-  CARRY=.carry/gpu source scripts/gpu_env.sh
-  for t in "$BIN"/test_cuda*; do "$t" --gtest_brief=1; done 2>&1 | tee "$OUT/test.log"
-else
-  BIN=build-gpu
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
-    cmake --build build-gpu --target test_cuda nibble_cli -j16 >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-  ctest --test-dir build-gpu -L gpu --output-on-failure 2>&1 | tee "$OUT/test.log"
-fi
+record() {
+  local run=$1 bench date name n
+  [ -d "$run" ] || { echo "gpu.sh --record: no directory $run" >&2; exit 1; }
+  mkdir -p docs/perf
+  for bench in kernels gemm e2e; do
+    [ -f "$run/$bench.json" ] || continue
+    date=$(grep -o '"date": *"[0-9-]*"' "$run/$bench.json" | head -1 | grep -o '[0-9]\{4\}-[0-9-]*')
+    [ -n "$date" ] || { echo "gpu.sh --record: $run/$bench.json has no \"date\" field" >&2; exit 1; }
+    name=$bench-$date n=1
+    while [ -f "docs/perf/$name.json" ] && ! cmp -s "$run/$bench.json" "docs/perf/$name.json"; do
+      n=$((n + 1)) name=$bench-$date-$n
+    done
+    cp "$run/$bench.json" "docs/perf/$name.json"
+    [ -f "$run/$bench.md" ] && cp "$run/$bench.md" "docs/perf/$name.md"
+    cp "$run/$bench.json" "docs/perf/$bench-latest.json"
+    echo "recorded docs/perf/$name.{json,md} and docs/perf/$bench-latest.json"
+  done
+}
+
+# $BIN: the carried binaries, or a build here
+setup_bin() {
+  if [ -f "$CARRY/bins.tar.gz" ]; then
+    source scripts/gpu_env.sh
+  else
+    BIN=build-gpu
+    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
+      cmake --build build-gpu --target test_cuda nibble_cli -j16 >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+    for d in tests/cuda_*; do [ -d "$d" ] && cmake --build build-gpu --target "test_${d#tests/}" -j16 >>"$OUT/build.log" 2>&1; done
+  fi
+}
+
 TUNING=()
-if [ "$TUNE" = 1 ]; then
-  "$BIN/nibble" tune --out "$OUT/tuning.json" > "$OUT/tune.log" 2>&1 && TUNING=(--tuning "$OUT/tuning.json")
-fi
-"$BIN/nibble" bench kernels --json "$OUT/kernels.json" --md "$OUT/kernels.md" "${TUNING[@]}" 2> "$OUT/bench.log"
+part_tests() {
+  (
+    rc=0
+    for t in "$BIN"/test_cuda*; do
+      echo "== $(basename "$t")"
+      "$t" --gtest_brief=1 || rc=1
+    done
+    exit $rc
+  ) 2>&1 | tee "$OUT/tests.log"
+  return "${PIPESTATUS[0]}"
+}
+part_tune() {
+  "$BIN/nibble" tune --out "$OUT/tuning.json" >"$OUT/tune.log" 2>&1 && TUNING=(--tuning "$OUT/tuning.json")
+}
+part_kernels() {
+  "$BIN/nibble" bench kernels --json "$OUT/kernels.json" --md "$OUT/kernels.md" "${TUNING[@]}" ${KERNELS_ARGS:-} 2>"$OUT/kernels.log"
+}
+part_gemm() {
+  "$BIN/nibble" bench gemm --json "$OUT/gemm.json" --md "$OUT/gemm.md" ${GEMM_ARGS:-} 2>"$OUT/gemm.log" >"$OUT/gemm.out"
+  local rc=$?
+  sed -n '/## Targets/,$p' "$OUT/gemm.out"
+  if [ -n "${GEMM_NCU:-}" ]; then  # one profiled launch: GEMM_NCU="nestedfp 2048" (format, M)
+    read -r fmt m <<<"$GEMM_NCU"
+    ncu -k regex:gemm_kernel --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy \
+      --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
+      "$BIN/nibble" bench gemm --shapes llama --formats "$fmt" --m "$m" >"$OUT/ncu.txt" 2>&1
+    grep -E "Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Stall|Registers|Block Limit" "$OUT/ncu.txt" | head -40
+  fi
+  return $rc
+}
+part_e2e() {
+  local dir=${E2E_DIR:-/tmp/nibble-random} models=() arch
+  [ -f .carry/house/config.json ] && models+=(.carry/house)
+  for arch in ${E2E_ARCHS-llama-3.1-8b qwen3-8b}; do  # E2E_ARCHS="": the house model only
+    local m=$dir/$arch${E2E_LAYERS:+-$E2E_LAYERS-layers}
+    if ! [ -f "$m/model.safetensors.index.json" ] && ! [ -f "$m/model.safetensors" ]; then  # written last
+      rm -rf "$m"
+      "$BIN/nibble" init-random --arch "$arch" -o "$m" --seed 1 ${E2E_LAYERS:+--layers $E2E_LAYERS} 2>&1 |
+        tee -a "$OUT/init-random.log" || return 1
+    fi
+    models+=("$m")
+  done
+  local formats=()
+  [ -n "${E2E_FORMATS:-}" ] && formats=(--formats "$E2E_FORMATS")
+  "$BIN/nibble" bench e2e -m "$(IFS=,; echo "${models[*]}")" "${formats[@]}" "${TUNING[@]}" \
+    --time-limit "$(left)" --json "$OUT/e2e.json" --md "$OUT/e2e.md" ${E2E_ARGS:-} 2>"$OUT/e2e.log"
+}
+
+# rough seconds a part needs: it is skipped when less than that is left
+need() { case $1 in tests) echo 60 ;; kernels) echo 120 ;; gemm) echo 120 ;; tune) echo 150 ;; e2e) echo 150 ;; esac; }
+left() { echo $((${GPU_BUDGET_S:-540} - SECONDS)); }
+
+case "${1:-}" in
+  --stage) stage; exit 0 ;;
+  --record) record "${2:?usage: scripts/gpu.sh --record RUN_DIR}"; exit 0 ;;
+  --tune) set -- tests tune kernels ;;
+esac
+PARTS=("$@")
+[ ${#PARTS[@]} -gt 0 ] || PARTS=(tests kernels gemm e2e)
+for p in "${PARTS[@]}"; do
+  [ -n "$(need "$p")" ] || { echo "gpu.sh: unknown part '$p' (tests kernels gemm tune e2e)" >&2; exit 2; }
+done
+mkdir -p "$OUT"
+nvidia-smi -L | tee "$OUT/device.txt"
+setup_bin
+status=0
+for p in "${PARTS[@]}"; do
+  if [ "$(left)" -lt "$(need "$p")" ]; then
+    echo "== $p: skipped, $(left) s left of ${GPU_BUDGET_S:-540}" | tee -a "$OUT/parts.txt"
+    continue
+  fi
+  start=$SECONDS
+  "part_$p"
+  rc=$?
+  echo "== $p: rc $rc, $((SECONDS - start)) s" | tee -a "$OUT/parts.txt"
+  [ "$rc" = 0 ] || status=1
+done
+exit $status

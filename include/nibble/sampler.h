@@ -78,7 +78,10 @@ class ResetController {
   // Throws nibble::Error on a parameter out of range or a missing token_text.
   ResetController(const ResetParams& params, TokenTextFn token_text);
 
-  ResetDecision decide(const float* logits, int64_t n);
+  ResetDecision decide(const float* logits, int64_t n);  // decide_entropy(entropy_nats(logits, n))
+  // decide() for an entropy H_t already computed (e.g. on the GPU); throws nibble::Error when it
+  // is negative or not finite.
+  ResetDecision decide_entropy(double entropy);
   void accept(int32_t token);
   int64_t position() const { return t_; }  // index t of the next token to decide
   const ResetParams& params() const { return p_; }

@@ -40,13 +40,17 @@ PackedTensor quantize_16(const char* format, const float* x, int64_t rows, int64
   checked_amax(x, rows, cols, format, opt.name);
   PackedTensor t = make(format, rows, cols, 2);
   uint8_t* q = t.qweight.data();
+  bool overflow = false;  // found in parallel, reported (first element) serially
+#pragma omp parallel for reduction(|| : overflow) schedule(static) if (rows * cols >= (1 << 20))
   for (int64_t i = 0; i < rows * cols; ++i) {
-    uint16_t b = to_bits(x[i]);
-    if (std::isinf(from_bits(b))) {
+    const uint16_t b = to_bits(x[i]);
+    overflow = overflow || std::isinf(from_bits(b));
+    put_u16(q + 2 * i, b);
+  }
+  for (int64_t i = 0; overflow && i < rows * cols; ++i) {
+    if (std::isinf(from_bits(to_bits(x[i]))))
       throw Error(fmt::format("tensor '{}': element [{}, {}] = {} overflows {}", opt.name, i / cols,
                               i % cols, x[i], format));
-    }
-    put_u16(q + 2 * i, b);
   }
   return t;
 }

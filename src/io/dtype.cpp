@@ -69,6 +69,8 @@ void TensorView::to_float(float* out) const {
       return;
     case DType::F16:
     case DType::BF16:
+      // Parallel: loading a model reads every weight through here (8B elements for an 8B model).
+#pragma omp parallel for schedule(static) if (n >= (size_t(1) << 20))
       for (size_t i = 0; i < n; ++i) {
         uint16_t v;
         std::memcpy(&v, data + 2 * i, 2);

@@ -1,5 +1,8 @@
 #include "model/build_weights.h"
 
+#include <algorithm>
+#include <exception>
+
 #include "model/load_tensors.h"
 #include "nibble/error.h"
 #include "nibble/progress.h"
@@ -35,6 +38,7 @@ struct Builder {
     const std::vector<float> data = t.to_float();
     std::string fmt = format;
     if (fmt.starts_with("nestedfp") && !nestedfp_eligible(data)) {
+#pragma omp critical(nibble_build_weights)
       w.nestedfp_ineligible.push_back(base);  // FORMATS.md: ineligible layers stay unquantized
       fmt.clear();
     }
@@ -90,11 +94,23 @@ void build_weights(const WeightSource& src, ModelWeights& w) {
   w.embed = b.matrix("model.embed_tokens", c.vocab_size, c.hidden_size,
                      o.quantize_embeddings ? o.weight_format : "", w.embed_quantized);
   bar.add();
-  w.layers.clear();
+  // Layers load and quantize in parallel, one thread each (the quantizers' own parallel loops
+  // then run serially inside): an 8B model has 32 layers, so this keeps every core busy.
+  w.layers.assign(size_t(c.num_layers), LayerWeights{});
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 1)
   for (int l = 0; l < c.num_layers; ++l) {
-    w.layers.push_back(b.layer(l));
+    try {
+      w.layers[size_t(l)] = b.layer(l);
+    } catch (...) {
+#pragma omp critical(nibble_build_error)
+      if (!error) error = std::current_exception();
+    }
+#pragma omp critical(nibble_build_progress)
     bar.add();
   }
+  if (error) std::rethrow_exception(error);
+  std::sort(w.nestedfp_ineligible.begin(), w.nestedfp_ineligible.end());
   w.final_norm = load_vector(b.tensor("model.norm.weight"), c.hidden_size);
   // Tied embeddings serve as the output layer unless it is to be quantized differently.
   const bool has_head = src.find("lm_head.weight") || (src.has_packed && src.has_packed("lm_head"));

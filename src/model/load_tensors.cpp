@@ -47,10 +47,17 @@ PackedTensor pack_matrix(const float* data, int64_t rows, int64_t cols, const st
   PackedTensor p = quantize(format, data, rows, cols, opt);
   if (measure) {
     std::vector<float> back = dequantize(p);
+    double sq_err = 0, sq_ref = 0;
+#pragma omp parallel for reduction(+ : sq_err, sq_ref) schedule(static) if (rows * cols >= (1 << 20))
     for (int64_t i = 0; i < rows * cols; ++i) {
       const double e = double(back[size_t(i)]) - data[i];
-      w.sq_err += e * e;
-      w.sq_ref += double(data[i]) * data[i];
+      sq_err += e * e;
+      sq_ref += double(data[i]) * data[i];
+    }
+#pragma omp critical(nibble_build_weights)
+    {
+      w.sq_err += sq_err;
+      w.sq_ref += sq_ref;
     }
   }
   return p;

@@ -34,9 +34,15 @@ ResetController::ResetController(const ResetParams& params, TokenTextFn token_te
 }
 
 ResetDecision ResetController::decide(const float* logits, int64_t n) {
+  return decide_entropy(entropy_nats(logits, n));
+}
+
+ResetDecision ResetController::decide_entropy(double entropy) {
   if (pending_) throw Error("reset sampler: decide() called twice without accept()");
+  if (!std::isfinite(entropy) || entropy < 0)
+    throw Error("reset sampler: entropy must be finite and >= 0, got " + std::to_string(entropy));
   ResetDecision d;
-  d.entropy = entropy_nats(logits, n);
+  d.entropy = entropy;
   const int64_t w = p_.window;
   if (t_ == 0) {
     d.h_step = d.entropy;  // nothing seen yet

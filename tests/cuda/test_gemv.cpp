@@ -3,15 +3,19 @@
 // multiple of the group size, M = 1..16, outputs poisoned with NaN before each launch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cuda/gpu_buffer.h"
 #include "nibble/cuda/linear.h"
+#include "nibble/cuda/tuning.h"
 #include "nibble/error.h"
 #include "nibble/format.h"
 #include "nibble/half.h"
@@ -42,12 +46,12 @@ std::vector<uint16_t> random_x(int M, int64_t K, std::mt19937_64& g) {
   return x;
 }
 
-// Checks y (fp16, [M, N]) against float64 X · W^T: every element written and finite, each within
-// fp16 rounding of the output plus a small multiple of the sum's natural rounding scale, plus
-// weight_rel * sum |x w| where the kernel rounds each weight by up to that relative amount.
-void expect_close(const std::vector<uint16_t>& y, const std::vector<uint16_t>& x, const std::vector<float>& w,
-                  int M, int64_t N, int64_t K, const std::string& what, double weight_rel) {
-  int bad = 0;
+// float64 X · W^T and sum |x w| per output, [M, N].
+struct Reference {
+  std::vector<double> y, mag;
+};
+Reference reference(const std::vector<uint16_t>& x, const std::vector<float>& w, int M, int64_t N, int64_t K) {
+  Reference r{std::vector<double>(size_t(M * N)), std::vector<double>(size_t(M * N))};
   for (int m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       double ref = 0, mag = 0;
@@ -56,14 +60,25 @@ void expect_close(const std::vector<uint16_t>& y, const std::vector<uint16_t>& x
         ref += p;
         mag += std::fabs(p);
       }
-      const float got = half_to_float(y[size_t(m * N + n)]);
-      const double tol = 1.0e-3 * std::fabs(ref) + (2.0e-6 + weight_rel) * mag + 1e-7;
-      if (!std::isfinite(got) || std::fabs(double(got) - ref) > tol) {
-        if (++bad <= 5)
-          ADD_FAILURE() << what << ": y[" << m << "][" << n << "] = " << got << ", reference " << ref
-                        << " (tolerance " << tol << ")";
-      }
+      r.y[size_t(m * N + n)] = ref, r.mag[size_t(m * N + n)] = mag;
     }
+  return r;
+}
+
+// Checks y (fp16, [M, N]) against the reference: every element written and finite, each within
+// fp16 rounding of the output plus a small multiple of the sum's natural rounding scale, plus
+// weight_rel * sum |x w| where the kernel rounds each weight by up to that relative amount.
+void expect_close(const std::vector<uint16_t>& y, const Reference& r, const std::string& what, double weight_rel) {
+  int bad = 0;
+  for (size_t i = 0; i < r.y.size(); ++i) {
+    const double ref = r.y[i];
+    const float got = half_to_float(y[i]);
+    const double tol = 1.0e-3 * std::fabs(ref) + (2.0e-6 + weight_rel) * r.mag[i] + 1e-7;
+    if (!std::isfinite(got) || std::fabs(double(got) - ref) > tol) {
+      if (++bad <= 5)
+        ADD_FAILURE() << what << ": y[" << i << "] = " << got << ", reference " << ref << " (tolerance " << tol << ")";
+    }
+  }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " wrong outputs";
 }
 
@@ -95,16 +110,19 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
   EXPECT_EQ(dw.N, c.N);
 
   std::vector<std::pair<std::string, LinearOptions>> variants;
-  for (int rpw : {2, 4}) {
-    LinearOptions o;
-    o.engine = Engine::cuda_cores;
-    o.rows_per_warp = rpw;
-    variants.push_back({"rows_per_warp " + std::to_string(rpw), o});
-    if (c.format.rfind("nvfp4", 0) == 0) {
-      o.fp4_decode = Fp4Decode::lut;
-      variants.push_back({"lut, rows_per_warp " + std::to_string(rpw), o});
+  for (int rpw : {2, 4})
+    for (int ks : {1, 2, 4, 8}) {  // k_splits 8 leaves some warps without chunks on small K
+      LinearOptions o;
+      o.engine = Engine::cuda_cores;
+      o.rows_per_warp = rpw;
+      o.k_splits = ks;
+      const std::string name = "rows_per_warp " + std::to_string(rpw) + " k_splits " + std::to_string(ks);
+      variants.push_back({name, o});
+      if (c.format.rfind("nvfp4", 0) == 0 && (ks == 1 || ks == 4)) {
+        o.fp4_decode = Fp4Decode::lut;
+        variants.push_back({"lut, " + name, o});
+      }
     }
-  }
   LinearOptions tc;
   tc.engine = Engine::tensor_cores;
   const bool has_tc = c.format != "razer-fp3-g128" && c.K % 64 == 0;
@@ -113,6 +131,7 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
   variants.push_back({"dispatcher's choice", LinearOptions{}});
   for (int M = 1; M <= 16; ++M) {
     const std::vector<uint16_t> x = random_x(M, c.K, g);
+    const Reference ref = reference(x, wq, M, c.N, c.K);
     GpuBuffer<uint16_t> dx(x), dy(size_t(M * c.N));
     if (!has_tc) {
       EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, tc), Error);
@@ -123,7 +142,7 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
       // the tensor-core NF4 path (forced, or the dispatcher's pick) multiplies fp16-rounded levels
       // (relative error <= 2^-11)
       const bool nf4_tc = c.format == "nf4" && opt.engine != Engine::cuda_cores;
-      expect_close(dy.host(), x, wq, M, c.N, c.K,
+      expect_close(dy.host(), ref,
                    c.format + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " M=" +
                        std::to_string(M) + " " + name,
                    nf4_tc ? 0x1p-11 : 0.0);
@@ -141,7 +160,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"razer-fp4-g128", 33, 384}, Case{"razer-fp4-g128", 77, 2176},
                       Case{"razer-fp3-g128", 29, 256}, Case{"razer-fp3-g128", 70, 4224},
                       Case{"int4-g128", 41, 384}, Case{"int4-g128", 99, 2176}, Case{"nf4", 23, 192},
-                      Case{"nf4", 101, 2112}),
+                      Case{"nf4", 101, 2112},
+                      // long rows: several steps per K split, the last one ragged
+                      Case{"nvfp4-razer", 133, 8256}, Case{"int4-g128", 67, 8320},
+                      Case{"razer-fp3-g128", 35, 8448}),
     [](const auto& info) {
       std::string n = info.param.format + "_" + std::to_string(info.param.N) + "x" + std::to_string(info.param.K);
       for (auto& ch : n)
@@ -158,12 +180,54 @@ TEST(GemvErrors, BadArgumentsThrowNibbleError) {
   LinearOptions o;
   o.rows_per_warp = 3;
   EXPECT_THROW(linear(x.get(), 1, dw, y.get(), nullptr, o), Error);
+  o.rows_per_warp = 0;
+  for (int ks : {-1, 3, 16}) {
+    o.k_splits = ks;
+    EXPECT_THROW(linear(x.get(), 1, dw, y.get(), nullptr, o), Error);
+  }
   EXPECT_THROW(upload(quantize("fp16", w.data(), 64, 128), "w"), Error);  // no kernel
   PackedTensor t = quantize("nvfp4", w.data(), 64, 128);
   t.scales.pop_back();
   EXPECT_THROW(upload(t, "w"), Error);  // plane size mismatch
   std::vector<float> w40(8 * 48, 0.5f);
   EXPECT_THROW(upload(quantize("nvfp4", w40.data(), 8, 48), "w"), Error);  // K not a multiple of 32
+}
+
+TEST(GemvTuning, TableRoundTripsKSplitsAndRejectsBadValues) {
+  const auto path = std::filesystem::temp_directory_path() / ("nibble_tuning_" + std::to_string(std::random_device{}()) + ".json");
+  TuningEntry e{"nvfp4", 4096, 1000, 1, {}};
+  e.choice = {2, Fp4Decode::lut, Engine::cuda_cores, 4};
+  save_tuning_table(path.string(), {e});
+  load_tuning_table(path.string());
+  const TunedChoice got = tuned_choice("nvfp4", 4096, 1000, 1);
+  EXPECT_EQ(got.k_splits, 4);
+  EXPECT_EQ(got.rows_per_warp, 2);
+  EXPECT_EQ(got.fp4_decode, Fp4Decode::lut);
+  {
+    std::ofstream out(path);
+    out << R"([{"format": "nvfp4", "K": 64, "N": 8, "M": 1, "engine": "cuda_cores", "rows_per_warp": 2,
+              "fp4_decode": "bits", "k_splits": 3}])";
+  }
+  try {
+    load_tuning_table(path.string());
+    ADD_FAILURE() << "k_splits 3 was accepted";
+  } catch (const Error& ex) {
+    EXPECT_NE(std::string(ex.what()).find("k_splits"), std::string::npos) << ex.what();
+  }
+  set_tuning_table({});
+  std::filesystem::remove(path);
+}
+
+TEST(GemvTuning, HeuristicSplitsKOnlyWhereRowsAreLong) {
+  for (int64_t K : {128, 4096, 14336, 25600})
+    for (int64_t N : {37, 4096, 28672})
+      for (int M : {1, 4, 16}) {
+        const TunedChoice c = default_choice("nvfp4", K, N, M);
+        EXPECT_TRUE(valid_k_splits(c.k_splits));
+        EXPECT_LE(2048 * int64_t(c.k_splits), std::max<int64_t>(K, 2048)) << K << " " << N << " " << M;
+      }
+  EXPECT_EQ(default_choice("nvfp4", 4096, 28672, 1).k_splits, 1);  // enough CTAs already
+  EXPECT_GT(default_choice("nvfp4", 14336, 4096, 1).k_splits, 1);  // down projection: split K
 }
 
 }  // namespace

@@ -214,3 +214,25 @@ TEST(Reset, SamplerUsesTheDecidedTemperatureAndTopP) {
     EXPECT_TRUE(ref::top_p(p, cfg.reset.top_p).count(tok)) << "t " << t << " token " << tok;
   }
 }
+
+// The GPU path hands ReSET an entropy computed elsewhere: decide_entropy must take the same
+// decisions as decide() on the logits, and reject entropies that cannot be.
+TEST(Reset, DecideEntropyEqualsDecideOnTheLogits) {
+  const auto seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  nibble::ResetController a(nibble::ResetParams{}, token_text), b(nibble::ResetParams{}, token_text);
+  for (int t = 0; t < 300; ++t) {
+    const auto z = random_logits(rng);
+    const auto da = a.decide(z.data(), kVocab);
+    const auto db = b.decide_entropy(nibble::entropy_nats(z.data(), kVocab));
+    ASSERT_EQ(da.temperature, db.temperature) << "t " << t;
+    ASSERT_EQ(da.uncertain_step, db.uncertain_step) << "t " << t;
+    EXPECT_EQ(da.h_step, db.h_step);
+    const int32_t tok = next_token(rng, 0.1);
+    a.accept(tok), b.accept(tok);
+  }
+  nibble::ResetController c(nibble::ResetParams{}, token_text);
+  EXPECT_THROW(c.decide_entropy(-0.5), nibble::Error);
+  EXPECT_THROW(c.decide_entropy(std::nan("")), nibble::Error);
+}

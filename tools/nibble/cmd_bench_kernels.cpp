@@ -35,7 +35,7 @@ using Shape = BenchShape;
 
 struct Options {
   std::string json, md, tuning;
-  std::vector<std::string> formats;
+  std::vector<std::string> formats, shapes;
   std::vector<int> ms{1, 2, 4, 8, 16};
   int replays = 15;
 };
@@ -45,7 +45,22 @@ struct Row {
   int64_t K = 0, N = 0;
   int M = 0;
   double us = 0, bytes = 0, fp16_us = 0;
+  std::string choice;  // the launch the dispatcher picked ("auto" rows only)
 };
+
+// --shapes entries: a projection name ("down"), model/proj ("Qwen3-32B/down") or KxN ("25600x5120").
+bool shape_selected(const Shape& s, const std::vector<std::string>& sel) {
+  if (sel.empty()) return true;
+  for (const std::string& x : sel)
+    if (x == s.proj || x == fmt::format("{}/{}", s.model, s.proj) || x == fmt::format("{}x{}", s.K, s.N)) return true;
+  return false;
+}
+
+std::string choice_name(const std::string& format, const Shape& s, int M, bool has_tc) {
+  const TunedChoice c = tuned_choice(format, s.K, s.N, M);
+  if (c.engine == Engine::tensor_cores && has_tc) return "tc";
+  return fmt::format("cc r{} ks{}{}", c.rows_per_warp, c.k_splits, c.fp4_decode == Fp4Decode::lut ? " lut" : "");
+}
 
 std::vector<uint16_t> random_halves(size_t n, uint64_t seed, float sd) {
   std::mt19937_64 g(seed);
@@ -64,7 +79,9 @@ std::vector<std::pair<std::string, LinearOptions>> variants_of(const std::string
   cc.fp4_decode = Fp4Decode::bits;
   lut.fp4_decode = Fp4Decode::lut;
   tc.engine = Engine::tensor_cores;
-  std::vector<std::pair<std::string, LinearOptions>> v{{"auto", {}}, {"cuda-cores", cc}};
+  LinearOptions ks1 = cc;
+  ks1.k_splits = 1;  // the CUDA-core kernel without K splits (M = 1 only): what the split buys
+  std::vector<std::pair<std::string, LinearOptions>> v{{"auto", {}}, {"cuda-cores", cc}, {"cuda-cores-ks1", ks1}};
   if (format == "nvfp4" || format == "nvfp4-razer") v.push_back({"cuda-cores-lut", lut});
   if (has_tc) v.push_back({"tensor-cores", tc});
   return v;
@@ -103,11 +120,16 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
     while (int(copies.size()) < ncopies) copies.push_back(upload(t, f));
     for (const auto& [vname, opt] : variants_of(f, copies[0].qweight_mma != nullptr)) {
       for (int M : o.ms) {
+        // CUDA cores at M >= 4 run 2-10x behind the tensor cores (docs/perf/kernels-2026-11-22.md):
+        // timed only where there is no tensor-core kernel
+        if (vname == "cuda-cores-ks1" && M != 1) continue;
+        if (vname.rfind("cuda-cores", 0) == 0 && M > 2 && copies[0].qweight_mma) continue;
         const double us = time_rotated_us(
             [&](int c, cudaStream_t st) { linear(x.p, M, copies[size_t(c)], y.p, st, opt); }, ncopies, stream, 48,
             o.replays);
         rows.push_back({f, vname, s.model, s.proj, s.K, s.N, M, us,
-                        double(copies[0].bytes()) + 2.0 * M * (s.K + s.N), fp16_us[M]});
+                        double(copies[0].bytes()) + 2.0 * M * (s.K + s.N), fp16_us[M],
+                        vname == "auto" ? choice_name(f, s, M, copies[0].qweight_mma != nullptr) : ""});
       }
     }
     if (f == "nf4") {  // paper 003: dequantize to fp16, branch tree vs shared-memory table
@@ -133,6 +155,11 @@ void run_bench(const Options& opt_in) {
     if (!has_kernel(f)) throw Error(fmt::format("bench kernels: --formats: '{}' has no CUDA kernel", f));
   for (int M : o.ms)
     if (M < 1 || M > 16) throw Error(fmt::format("bench kernels: --m: {} is outside 1..16", M));
+  for (const auto& x : o.shapes) {
+    bool known = false;
+    for (const Shape& s : kBenchShapes) known = known || shape_selected(s, {x});
+    if (!known) throw Error(fmt::format("bench kernels: --shapes: '{}' matches no bench shape (proj, model/proj or KxN)", x));
+  }
   if (!o.tuning.empty()) load_tuning_table(o.tuning);
 
   const DeviceInfo dev = device_info();
@@ -144,6 +171,7 @@ void run_bench(const Options& opt_in) {
   CublasFp16 blas;
   std::vector<Row> rows;
   for (const Shape& s : kBenchShapes) {
+    if (!shape_selected(s, o.shapes)) continue;
     std::fprintf(stderr, "bench: %s %s (K=%ld N=%ld)\n", s.model, s.proj, long(s.K), long(s.N));
     bench_shape(s, o, stream, blas, rows);
   }
@@ -156,8 +184,8 @@ void run_bench(const Options& opt_in) {
       "{:.0f} GB/s (cudaMemcpy D2D, read + write).\nus: median per call (CUDA-graph replay, weights rotated over "
       "> 3x L2); %floor: copy-bandwidth time of the bytes moved (weights + scales + X + Y) over the measured time; "
       "xfp16: cuBLAS FP16 time (same run) over this time. Command: `nibble bench kernels`.\n\n"
-      "| format | variant | model | proj | K | N | M | us | GB/s | %floor | xfp16 |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n",
+      "| format | variant | model | proj | K | N | M | us | GB/s | %floor | xfp16 | launch |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       date, dev.name, dev.sm_count, dev.l2_bytes / 1e6, copy_gbps);
   for (const Row& r : rows) {
     const double gbps = r.bytes / (r.us * 1e-6) / 1e9;
@@ -165,9 +193,10 @@ void run_bench(const Options& opt_in) {
     const double speedup = r.fp16_us > 0 ? r.fp16_us / r.us : 0.0;
     j.push_back({{"format", r.format}, {"variant", r.variant}, {"model", r.model}, {"proj", r.proj}, {"K", r.K},
                  {"N", r.N}, {"M", r.M}, {"us", r.us}, {"bytes", r.bytes}, {"gbps", gbps}, {"pct_of_floor", pct},
-                 {"speedup_vs_fp16", speedup}, {"copy_gbps", copy_gbps}, {"device", dev.name}, {"date", date}});
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.1f} | {:.0f} | {:.1f} | {:.2f} |\n", r.format, r.variant,
-                      r.model, r.proj, r.K, r.N, r.M, r.us, gbps, pct, speedup);
+                 {"speedup_vs_fp16", speedup}, {"copy_gbps", copy_gbps}, {"device", dev.name}, {"date", date},
+                 {"launch", r.choice}});
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.1f} | {:.0f} | {:.1f} | {:.2f} | {} |\n", r.format,
+                      r.variant, r.model, r.proj, r.K, r.N, r.M, r.us, gbps, pct, speedup, r.choice);
   }
   std::fputs(md.c_str(), stdout);
   if (!o.json.empty()) {
@@ -196,6 +225,8 @@ static void setup_bench_kernels(CLI::App& app) {
   cmd->add_option("--md", opt->md, "write the Markdown table");
   cmd->add_option("--formats", opt->formats, "formats to time (default: every format with a kernel)")->delimiter(',');
   cmd->add_option("--m", opt->ms, "activation rows M (default 1,2,4,8,16)")->delimiter(',');
+  cmd->add_option("--shapes", opt->shapes, "shapes to time: proj (down), model/proj or KxN (default: all)")
+      ->delimiter(',');
   cmd->add_option("--replays", opt->replays, "timed graph replays per point")->check(CLI::Range(3, 1000));
   cmd->add_option("--tuning", opt->tuning, "tuning table (from `nibble tune`) for the dispatcher");
   cmd->callback([opt] { run_bench(*opt); });
@@ -213,7 +244,7 @@ static void setup_bench_kernels(CLI::App& app) {
   if (!bench) bench = app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
   auto* cmd = bench->add_subcommand("kernels", "Time the CUDA decode GEMV kernels (needs a CUDA build)");
   auto ignored = std::make_shared<std::vector<std::string>>();  // same options as the CUDA build
-  for (const char* name : {"--json", "--md", "--formats", "--m", "--replays", "--tuning"})
+  for (const char* name : {"--json", "--md", "--formats", "--m", "--shapes", "--replays", "--tuning"})
     cmd->add_option(name, *ignored, "(CUDA build only)");
   cmd->callback([ignored] { throw nibble::Error("bench kernels: nibble was built without CUDA (no nvcc at build time)"); });
 }

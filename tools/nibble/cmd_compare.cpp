@@ -37,7 +37,7 @@ constexpr Row kRows[] = {
 };
 
 struct CompareFlags {
-  std::string model;
+  std::string model, device = "cpu";
   int ctx = 0, max_windows = 0;
   bool json = false;
 };
@@ -72,11 +72,12 @@ void print_table(const nlohmann::json& out) {
                 fmt_ppl(r["wikitext2_ppl"]).c_str(), fmt_ppl(r["house_val_ppl"]).c_str(),
                 r["note"].get<std::string>().c_str());
   }
-  std::printf("\nctx %d, %d windows per text (%s)\n", out["ctx"].get<int>(), out["windows"].get<int>(),
-              out["model"].get<std::string>().c_str());
+  std::printf("\nctx %d, %d windows per text (%s, device %s)\n", out["ctx"].get<int>(), out["windows"].get<int>(),
+              out["model"].get<std::string>().c_str(), out["device"].get<std::string>().c_str());
 }
 
 void run_compare(const CompareFlags& f) {
+  nibble::cli::require_device(f.device);
   const std::filesystem::path data = nibble::data_dir();
   const std::string wiki_text = read_text(data / "text/wikitext-2-raw/wiki.test.gptq_join.txt");
   const std::string house_text = read_text(data / "text/house-val/house-val.txt");
@@ -84,7 +85,8 @@ void run_compare(const CompareFlags& f) {
   nibble::PerplexityOptions opt;
   opt.ctx = f.ctx;
   opt.max_windows = f.max_windows;
-  nlohmann::json out = {{"model", f.model}, {"rows", nlohmann::json::array()}};
+  nlohmann::json out = {{"model", f.model}, {"device", f.device}, {"rows", nlohmann::json::array()}};
+  nibble::cli::DeviceRuntime rt;
   for (const Row& row : kRows) {
     nlohmann::json r = {{"label", row.label}, {"weights", row.weights},
                         {"activations", *row.acts ? row.acts : "fp32"}};
@@ -93,7 +95,9 @@ void run_compare(const CompareFlags& f) {
     o.act_format = row.acts;
     std::unique_ptr<nibble::Model> m;
     try {
+      rt = {};  // the previous row's device weights go before this row's model is loaded
       m = nibble::Model::load(f.model, o);
+      opt.make_sequence = nibble::cli::sequence_factory(f.device, *m, rt);
     } catch (const nibble::Error& e) {
       r["error"] = e.what();
       out["rows"].push_back(r);
@@ -134,6 +138,7 @@ void setup_compare(CLI::App& app) {
   cmd->add_option("--ctx", f->ctx, "window length (default: 2048, or half the model's maximum)");
   cmd->add_option("--max-windows", f->max_windows, "evaluate only the first N windows of each text");
   cmd->add_flag("--json", f->json, "print JSON");
+  nibble::cli::add_device_flag(cmd, f->device);
   cmd->callback([f] { run_compare(*f); });
 }
 

@@ -1,15 +1,20 @@
 // nibble generate: text generation from a prompt, streamed to stdout token by token, with the
 // samplers of nibble/sampler.h (default: temperature + top-k/top-p/min-p; greedy; ReSET).
-// Timing goes to stderr at the end.
+// Timing goes to stderr at the end. --device cuda runs the model on the GPU and samples there
+// (greedy, temperature + top-p, ReSET from the GPU's entropy); top-k / min-p use the CPU sampler
+// on the copied logits.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cmd_model_options.h"
 #include "command.h"
 #include "nibble/error.h"
 #include "nibble/model.h"
@@ -19,6 +24,7 @@ namespace {
 
 struct GenerateArgs {
   std::string model, prompt, tokenizer, weight_format, act_format, sampler = "default", bos = "auto";
+  std::string device = "cpu";
   int n = 128, ctx = 0;
   double temp = 0.8, top_p = 0.95, min_p = 0.0;
   int top_k = 0;
@@ -109,11 +115,100 @@ nibble::SamplerConfig sampler_config(const GenerateArgs& a) {
   return cfg;
 }
 
+// The model and the sampler of one generated sequence: prefill() the prompt, then per token
+// pick() the next one from the last logits and feed() it back.
+class Generator {
+ public:
+  virtual ~Generator() = default;
+  virtual void prefill(std::span<const int32_t> prompt) = 0;
+  virtual int32_t pick() = 0;
+  virtual void feed(int32_t id) = 0;
+  virtual int position() const = 0;
+  virtual int max_context() const = 0;
+};
+
+class CpuGenerator final : public Generator {
+ public:
+  CpuGenerator(const nibble::Model& m, int ctx, const nibble::SamplerConfig& cfg, nibble::TokenTextFn text)
+      : session_(m, ctx), sampler_(cfg, std::move(text)), vocab_(m.config().vocab_size) {}
+  void prefill(std::span<const int32_t> prompt) override { logits_ = session_.forward(prompt); }
+  int32_t pick() override { return sampler_.sample(logits_.data(), vocab_); }
+  void feed(int32_t id) override { logits_ = session_.forward(std::span<const int32_t>(&id, 1)); }
+  int position() const override { return session_.position(); }
+  int max_context() const override { return session_.max_context(); }
+
+ private:
+  nibble::Session session_;
+  nibble::Sampler sampler_;
+  int64_t vocab_;
+  std::vector<float> logits_;
+};
+
+#ifdef NIBBLE_HAVE_CUDA
+// Slot 0 of a one-sequence GPU batch. The uniform draws come from a std::mt19937_64 seeded with
+// the same seed, but the device's sampling arithmetic differs from the CPU sampler's, so a seed
+// gives the same tokens only on the same device.
+class CudaGenerator final : public Generator {
+ public:
+  CudaGenerator(const nibble::Model& m, int ctx, const nibble::SamplerConfig& cfg, nibble::TokenTextFn text)
+      : cfg_(cfg), dm_(m, nibble::cuda::DeviceModelOptions{true}), batch_(dm_, {1, ctx, true}),
+        cpu_sampler_(cfg, text), rng_(cfg.seed), vocab_(m.config().vocab_size) {
+    if (cfg.kind == nibble::SamplerKind::Reset) reset_.emplace(cfg.reset, std::move(text));
+  }
+  void prefill(std::span<const int32_t> prompt) override { batch_.prefill(0, prompt); }
+  int32_t pick() override {
+    using nibble::SamplerKind;
+    if (cfg_.kind == SamplerKind::Reset) {
+      const nibble::ResetDecision d = reset_->decide_entropy(batch_.entropies()[0]);
+      const int32_t id = on_device(float(d.temperature), float(cfg_.reset.top_p));
+      reset_->accept(id);
+      return id;
+    }
+    if (cfg_.kind == SamplerKind::Greedy || cfg_.temperature <= 0) return on_device(0, 1);
+    if (cfg_.top_k <= 0 && cfg_.min_p <= 0) return on_device(float(cfg_.temperature), float(cfg_.top_p));
+    const std::vector<float> logits = batch_.logits();  // top-k / min-p: the CPU sampler
+    return cpu_sampler_.sample(logits.data(), vocab_);
+  }
+  void feed(int32_t id) override {
+    const int slot = 0;
+    batch_.step(std::span<const int>(&slot, 1), std::span<const int32_t>(&id, 1));
+  }
+  int position() const override { return batch_.position(0); }
+  int max_context() const override { return batch_.max_context(); }
+
+ private:
+  int32_t on_device(float temperature, float top_p) {
+    // 53 random bits -> [0, 1); kept below 1 after the cast to float
+    const float u = std::min(float(double(rng_() >> 11) * 0x1p-53), std::nextafter(1.0f, 0.0f));
+    const nibble::cuda::SampleParams p{temperature, top_p, u};
+    return batch_.sample(std::span<const nibble::cuda::SampleParams>(&p, 1))[0];
+  }
+
+  nibble::SamplerConfig cfg_;
+  nibble::cuda::DeviceModel dm_;
+  nibble::cuda::Batch batch_;
+  nibble::Sampler cpu_sampler_;
+  std::optional<nibble::ResetController> reset_;
+  std::mt19937_64 rng_;
+  int64_t vocab_;
+};
+#endif
+
+std::unique_ptr<Generator> make_generator(const std::string& device, const nibble::Model& m, int ctx,
+                                          const nibble::SamplerConfig& cfg, nibble::TokenTextFn text) {
+  nibble::cli::require_device(device);
+#ifdef NIBBLE_HAVE_CUDA
+  if (device == "cuda") return std::make_unique<CudaGenerator>(m, ctx, cfg, std::move(text));
+#endif
+  return std::make_unique<CpuGenerator>(m, ctx, cfg, std::move(text));
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void run_generate(const GenerateArgs& a) {
+  nibble::cli::require_device(a.device);
   const nibble::SamplerConfig scfg = sampler_config(a);
   nibble::LoadOptions lo;
   lo.weight_format = a.weight_format;
@@ -138,31 +233,30 @@ void run_generate(const GenerateArgs& a) {
   if (scfg.kind != nibble::SamplerKind::Greedy)
     std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(scfg.seed));
 
-  nibble::Session session(*model, ctx);
-  nibble::Sampler sampler(scfg, [&tok](int32_t id) { return tok.token_text(id); });
+  const std::unique_ptr<Generator> gen =
+      make_generator(a.device, *model, ctx, scfg, [&tok](int32_t id) { return tok.token_text(id); });
   TextStreamer out(tok, prompt);
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   std::fflush(stdout);
 
   const int32_t eos = tok.eos_id() >= 0 ? tok.eos_id() : model->config().eos_token_id;
-  const int64_t vocab = model->config().vocab_size;
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> logits = session.forward(prompt);
+  gen->prefill(prompt);
   const double prompt_s = seconds_since(t0);
 
   int generated = 0, decode_steps = 0;
   bool context_full = false;
   t0 = std::chrono::steady_clock::now();
   while (generated < a.n) {
-    const int32_t id = sampler.sample(logits.data(), vocab);
+    const int32_t id = gen->pick();
     if (id == eos) break;
     out.push(id);
     if (++generated == a.n) break;
-    if (session.position() >= session.max_context()) {
+    if (gen->position() >= gen->max_context()) {
       context_full = true;
       break;
     }
-    logits = session.forward(std::span<const int32_t>(&id, 1));
+    gen->feed(id);
     ++decode_steps;
   }
   const double decode_s = seconds_since(t0);
@@ -205,6 +299,7 @@ void setup_generate(CLI::App& app) {
   cmd->add_option("--window", a->reset.window, "ReSET step-entropy window w")->capture_default_str();
   cmd->add_option("-f,--format", a->weight_format, "quantize the linear weights to this format");
   cmd->add_option("--act-format", a->act_format, "quantize activations online with this format");
+  nibble::cli::add_device_flag(cmd, a->device);
   cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (default: beside the checkpoint)");
   cmd->add_option("--ctx", a->ctx, "context length (default: the model's maximum positions)");
   cmd->add_option("--bos", a->bos, "prepend BOS: auto (llama2.c/SentencePiece yes, HF per "

@@ -1,12 +1,16 @@
 #pragma once
-// CLI flags shared by the commands that load a model (ppl, quantize, compare): weight format,
-// its block / special values, activation format.
+// CLI flags shared by the commands that load a model (ppl, quantize, compare, generate): weight
+// format, its block / special values, activation format, the device that runs the model.
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <string>
 
 #include "nibble/error.h"
 #include "nibble/model.h"
+#ifdef NIBBLE_HAVE_CUDA
+#include "nibble/cuda/runtime.h"
+#endif
 
 namespace nibble::cli {
 
@@ -46,6 +50,45 @@ inline LoadOptions load_options(const ModelFlags& f) {
   parse_sv(f.sv, o.quant);
   o.progress = true;
   return o;
+}
+
+inline void add_device_flag(CLI::App* cmd, std::string& device) {
+  cmd->add_option("--device", device, "where the model runs: cpu, or cuda (the GPU: FP16 activations, FP32 residual and logits)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+}
+
+// Throws nibble::Error when --device cuda is asked of a build without CUDA.
+inline void require_device(const std::string& device) {
+#ifndef NIBBLE_HAVE_CUDA
+  if (device == "cuda")
+    throw Error("--device cuda: this nibble was built without CUDA (nvcc was not found when it was configured)");
+#endif
+}
+
+// The model's weights on the device for --device cuda (nothing for cpu); keep it alive while
+// the sequences made from it run.
+struct DeviceRuntime {
+#ifdef NIBBLE_HAVE_CUDA
+  std::unique_ptr<cuda::DeviceModel> model;
+#endif
+};
+
+// Where perplexity windows run: empty (a CPU Session) for --device cpu; for cuda, uploads m
+// into rt and returns a factory of GPU sequences. Throws nibble::Error when the model cannot run
+// on the GPU (an activation format, no CUDA in this build, too little device memory).
+inline SequenceFactory sequence_factory(const std::string& device, const Model& m, DeviceRuntime& rt) {
+  require_device(device);
+  if (device != "cuda") return {};
+#ifdef NIBBLE_HAVE_CUDA
+  rt.model.reset();  // free the previous model's weights first
+  rt.model = std::make_unique<cuda::DeviceModel>(m, cuda::DeviceModelOptions{true});
+  const cuda::DeviceModel* dm = rt.model.get();
+  return [dm](int max_context) { return cuda::make_sequence(*dm, max_context); };
+#else
+  (void)m, (void)rt;
+  return {};
+#endif
 }
 
 }  // namespace nibble::cli

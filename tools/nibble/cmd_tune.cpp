@@ -1,6 +1,5 @@
-// `nibble tune`: sweeps the GEMV launch choices (CUDA cores vs tensor cores; rows per warp and the
-// FP4 decoder of the NVFP4 formats on CUDA cores)
-// per (format, K, N, M) on the current GPU and writes the table that linear() reads (load it with
+// `nibble tune`: sweeps the GEMV launch choices (CUDA cores vs tensor cores; on CUDA cores rows per
+// warp and the number of K splits, i.e. CTAs per SM) per (format, K, N, M) on the current GPU and writes the table that linear() reads (load it with
 // NIBBLE_CUDA_TUNING=FILE or `nibble bench kernels --tuning FILE`).
 #include <cstdio>
 #include <string>
@@ -38,7 +37,34 @@ std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
   return {k, n};
 }
 
+// Candidates per (format, shape, M). CUDA cores: rows per warp x K splits (paper 000 App. E's
+// SM-count tuning: the splits set how many CTAs share the SMs), bit decoder; the shared-memory
+// FP4 table never won a sweep (docs/kernels.md) and is left to `nibble bench kernels`. From M = 2
+// on, where the tensor cores win, only the heuristic's CUDA-core shape is timed against them.
+std::vector<TunedChoice> candidates_for(const std::string& f, int64_t K, int64_t N, int M, bool has_tc) {
+  std::vector<TunedChoice> out;
+  if (has_tc) out.push_back({2, Fp4Decode::bits, Engine::tensor_cores, 1});
+  if (M >= 2 && has_tc) {
+    TunedChoice h = default_choice(f, K, N, M);
+    h.engine = Engine::cuda_cores;
+    out.push_back(h);
+    return out;
+  }
+  for (int rpw : {2, 4})
+    for (int ks : {1, 2, 4, 8})
+      if (ks == 1 || K >= 2048 * ks) out.push_back({rpw, Fp4Decode::bits, Engine::cuda_cores, ks});
+  return out;
+}
+
+double ctas_per_sm(const TunedChoice& c, int64_t N, int M, int sms) {
+  if (c.engine == Engine::tensor_cores) return double((N + 15) / 16) / sms;
+  const int rows = c.rows_per_warp == 4 && M <= 8 ? 4 : 2;
+  const int64_t per_cta = 8 / c.k_splits * rows;
+  return double((N + per_cta - 1) / per_cta) / sms;
+}
+
 void run_tune(const TuneOptions& o) {
+  const int sms = device_info().sm_count;
   std::vector<std::string> formats = o.formats;
   if (formats.empty())
     for (const auto& f : kernel_formats())
@@ -57,13 +83,8 @@ void run_tune(const TuneOptions& o) {
       std::vector<DeviceWeight> copies;
       copies.push_back(upload(t, f));
       while (int(copies.size()) < rotation_copies(copies[0].bytes())) copies.push_back(upload(t, f));
-      std::vector<Fp4Decode> decoders{Fp4Decode::bits};
-      if (f == "nvfp4" || f == "nvfp4-razer") decoders.push_back(Fp4Decode::lut);
       for (int M : o.ms) {
-        std::vector<TunedChoice> candidates;
-        for (Fp4Decode dec : decoders)
-          for (int rpw : {2, 4}) candidates.push_back({rpw, dec, Engine::cuda_cores});
-        if (copies[0].qweight_mma) candidates.push_back({2, Fp4Decode::bits, Engine::tensor_cores});
+        std::vector<TunedChoice> candidates = candidates_for(f, K, N, M, copies[0].qweight_mma != nullptr);
         TuningEntry best{f, K, N, M, {}};
         double best_us = 1e30;
         for (const TunedChoice& cand : candidates) {
@@ -71,12 +92,14 @@ void run_tune(const TuneOptions& o) {
           opt.fp4_decode = cand.fp4_decode;
           opt.rows_per_warp = cand.rows_per_warp;
           opt.engine = cand.engine;
+          opt.k_splits = cand.k_splits;
           const double us = time_rotated_us(
               [&](int c, cudaStream_t st) { linear(x, M, copies[size_t(c)], y, st, opt); }, int(copies.size()),
               stream, 32, 7);
-          std::printf("%-16s K=%-6lld N=%-6lld M=%-2d %-12s %-4s rows/warp %d: %8.2f us\n", f.c_str(), (long long)K,
-                      (long long)N, M, std::string(engine_name(cand.engine)).c_str(),
-                      std::string(fp4_decode_name(cand.fp4_decode)).c_str(), cand.rows_per_warp, us);
+          std::printf("%-16s K=%-6lld N=%-6lld M=%-2d %-12s %-4s rows/warp %d k_splits %d (%5.1f CTAs/SM): %8.2f us\n",
+                      f.c_str(), (long long)K, (long long)N, M, std::string(engine_name(cand.engine)).c_str(),
+                      std::string(fp4_decode_name(cand.fp4_decode)).c_str(), cand.rows_per_warp, cand.k_splits,
+                      ctas_per_sm(cand, N, M, sms), us);
           if (us < best_us) best_us = us, best.choice = cand;
         }
         table.push_back(best);

@@ -15,6 +15,8 @@ class CublasFp16 {
   CublasFp16& operator=(const CublasFp16&) = delete;
 
   void gemm(const uint16_t* x, const uint16_t* w, uint16_t* y, int M, int N, int K, cudaStream_t stream);
+  // The same product with an FP32 output (an FP16 output layer's logits).
+  void gemm_f32out(const uint16_t* x, const uint16_t* w, float* y, int M, int N, int K, cudaStream_t stream);
 
  private:
   void* handle_ = nullptr;

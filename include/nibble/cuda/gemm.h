@@ -30,13 +30,14 @@ class GemmWorkspace {
   ~GemmWorkspace();
   GemmWorkspace(const GemmWorkspace&) = delete;
   GemmWorkspace& operator=(const GemmWorkspace&) = delete;
-  // At least `bytes` of device memory in one of two independent slots (0: split-K partials,
-  // 1: the quantized activations); growing a slot frees its old contents.
+  // At least `bytes` of device memory in one of three independent slots (0: split-K partials,
+  // 1: the quantized activations, 2: weights dequantized to fp16 for cuBLAS); growing a slot
+  // frees its old contents.
   void* get(size_t bytes, int slot = 0);
 
  private:
-  void* p_[2] = {nullptr, nullptr};
-  size_t n_[2] = {0, 0};
+  void* p_[3] = {nullptr, nullptr, nullptr};
+  size_t n_[3] = {0, 0, 0};
 };
 
 // A weight in the GEMM kernels' layout (docs/gemm.md), owning its device memory.

@@ -71,6 +71,9 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name = "weight");
 struct LinearOptions {
   Fp4Decode fp4_decode = Fp4Decode::automatic;
   int rows_per_warp = 0;  // CUDA cores: 0 lets the dispatcher / tuning table choose (2 or 4)
+  // CUDA cores: warps of a CTA that split K for the same rows (1, 2, 4, 8; 0: dispatcher / table).
+  // More splits mean more CTAs for a given N: the SM-count knob of the down projections.
+  int k_splits = 0;
   Engine engine = Engine::automatic;
 };
 

@@ -1,8 +1,9 @@
 #pragma once
 // The GEMV tuning table: per (format, K, N, M) the launch choice measured fastest by
 // `nibble tune` on the current GPU. linear() consults it; without an entry it uses the built-in
-// heuristic. The table is JSON: [{"format", "K", "N", "M", "engine", "rows_per_warp", "fp4_decode"},
-// ...] with engine "cuda_cores" or "tensor_cores".
+// heuristic. The table is JSON: [{"format", "K", "N", "M", "engine", "rows_per_warp", "fp4_decode",
+// "k_splits"}, ...] with engine "cuda_cores" or "tensor_cores"; k_splits (1, 2, 4, 8) may be
+// absent (then 1).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,7 +17,11 @@ struct TunedChoice {
   int rows_per_warp = 2;
   Fp4Decode fp4_decode = Fp4Decode::bits;
   Engine engine = Engine::cuda_cores;
+  int k_splits = 1;  // CUDA cores: warps per row group splitting K (see LinearOptions::k_splits)
 };
+
+// True for the k_splits values the CUDA-core kernel supports: 1, 2, 4, 8.
+constexpr bool valid_k_splits(int k) { return k == 1 || k == 2 || k == 4 || k == 8; }
 
 struct TuningEntry {
   std::string format;
@@ -27,7 +32,9 @@ struct TuningEntry {
 
 // The table's entry for this case, else the heuristic (exact M match; else the heuristic).
 TunedChoice tuned_choice(std::string_view format, int64_t K, int64_t N, int M);
-// The heuristic alone.
+// The heuristic alone: tensor cores for M >= 2 where there is a tile layout; on CUDA cores 4 rows
+// per warp (2 from M = 5) and the fewest K splits that launch >= 3 CTAs per SM without leaving a
+// split less than one full step (2048 elements) of a row.
 TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M);
 
 // Replaces the table in use (thread-safe). load_tuning_table throws nibble::Error naming the file

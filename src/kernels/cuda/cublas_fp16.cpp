@@ -33,4 +33,14 @@ void CublasFp16::gemm(const uint16_t* x, const uint16_t* w, uint16_t* y, int M, 
         "cublasGemmEx");
 }
 
+void CublasFp16::gemm_f32out(const uint16_t* x, const uint16_t* w, float* y, int M, int N, int K,
+                             cudaStream_t stream) {
+  auto h = static_cast<cublasHandle_t>(handle_);
+  check(cublasSetStream(h, stream), "cublasSetStream");
+  const float alpha = 1.0f, beta = 0.0f;
+  check(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, w, CUDA_R_16F, K, x, CUDA_R_16F, K, &beta, y,
+                     CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx (FP32 output)");
+}
+
 }  // namespace nibble::cuda

@@ -8,6 +8,7 @@
 #include "nibble/cuda/linear.h"
 #include "nibble/cuda/tuning.h"
 #include "nibble/error.h"
+#include "nibble/half.h"
 
 namespace nibble::cuda {
 namespace {
@@ -41,9 +42,20 @@ detail::MmaLauncher pick_mma_launcher(WeightKind k) {
   }
 }
 
+constexpr float kFp4BitsFactorHost = 16384.0f;  // decode.cuh's kFp4BitsFactor (2^14)
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
+
+namespace detail {
+void fill_sv_table(GemvArgs& a) {
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t h = float_to_half((i ? a.sv_b : a.sv_a) / kFp4BitsFactorHost);
+    a.sv_h2[i] = h | (h << 16);
+  }
+}
+}  // namespace detail
 
 void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaStream_t stream,
             const LinearOptions& opt) {
@@ -52,9 +64,17 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaSt
   if (!x || !y || !aligned16(x)) throw Error(fmt::format("linear '{}': x must be a 16-byte aligned device pointer", w.format));
   if (opt.rows_per_warp != 0 && opt.rows_per_warp != 2 && opt.rows_per_warp != 4)
     throw Error(fmt::format("linear '{}': rows_per_warp = {} (allowed: 0, 2, 4)", w.format, opt.rows_per_warp));
+  if (opt.k_splits != 0 && !valid_k_splits(opt.k_splits))
+    throw Error(fmt::format("linear '{}': k_splits = {} (allowed: 0, 1, 2, 4, 8)", w.format, opt.k_splits));
 
   TunedChoice choice = tuned_choice(w.format, w.K, w.N, M);
+  if (choice.engine == Engine::tensor_cores && opt.engine == Engine::cuda_cores) {
+    // the entry tuned the tensor-core kernel: take the CUDA-core launch shape from the heuristic
+    const TunedChoice h = default_choice(w.format, w.K, w.N, M);
+    choice.rows_per_warp = h.rows_per_warp, choice.k_splits = h.k_splits;
+  }
   if (opt.rows_per_warp) choice.rows_per_warp = opt.rows_per_warp;
+  if (opt.k_splits) choice.k_splits = opt.k_splits;
   if (opt.fp4_decode != Fp4Decode::automatic) choice.fp4_decode = opt.fp4_decode;
   if (opt.engine != Engine::automatic) choice.engine = opt.engine;
   const detail::MmaLauncher mma = w.qweight_mma ? pick_mma_launcher(w.kind) : nullptr;
@@ -73,6 +93,8 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaSt
   a.y = reinterpret_cast<__half*>(y);
   a.M = M, a.N = int(w.N), a.K = int(w.K);
   a.out_scale = w.global_scale, a.sv_a = w.sv_a, a.sv_b = w.sv_b;
+  a.k_splits = choice.k_splits;
+  detail::fill_sv_table(a);
   if (choice.engine == Engine::tensor_cores) {
     a.q = static_cast<const uint8_t*>(w.qweight_mma);
     mma(a, stream);

@@ -16,7 +16,7 @@ GemmWorkspace::~GemmWorkspace() {
 }
 
 void* GemmWorkspace::get(size_t bytes, int slot) {
-  if (slot < 0 || slot > 1) throw Error("GemmWorkspace::get: slot must be 0 or 1");
+  if (slot < 0 || slot > 2) throw Error("GemmWorkspace::get: slot must be 0, 1 or 2");
   if (bytes > n_[slot]) {
     NIBBLE_CUDA_CHECK(cudaFree(p_[slot]));  // synchronizes: no launch still reads the old buffer
     p_[slot] = nullptr, n_[slot] = 0;

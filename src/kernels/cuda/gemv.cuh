@@ -6,7 +6,8 @@
 // them in registers and multiplies them with all M activation rows at once, so every weight byte
 // is read from memory exactly once for the whole batch (multi-token fusion). Each lane keeps
 // R x M x 2 independent FP32 accumulator chains (multi-accumulator); a group's FP32 partial sum is
-// multiplied by its scale once at the group's end. One warp reduction per output at the end.
+// multiplied by its scale once at the group's end. One warp reduction per output at the end, then,
+// with K splits, one sum over the splitting warps through shared memory.
 //
 // A format policy F supplies: kChunkK (elements per lane chunk), kChunkBytes (a multiple of 16),
 // kGroupK, kLutSize (shared-memory table entries, 0 if none), kOutFactor (multiplied into the
@@ -94,19 +95,50 @@ __device__ __forceinline__ void chunk_dot(const GemvArgs& a, const uint4 (&wq)[R
   }
 }
 
+// One lane's weight chunks of one loop step: U chunks (32 apart) of each of its R rows, and their
+// metadata. Chunks past the row end are clamped to the last one (loaded, never used).
+template <class F, int R, int U>
+struct ChunkSet {
+  uint4 wq[U][R][F::kChunkBytes / 16];
+  typename F::Meta meta[U][R];
+  __device__ __forceinline__ void load(const uint8_t* const (&qrow)[R], const uint8_t* const (&srow)[R],
+                                       const GemvArgs& a, int c0, int nchunks) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = min(c0 + 32 * u, nchunks - 1);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int v = 0; v < F::kChunkBytes / 16; ++v)
+          wq[u][r][v] = load_stream(qrow[r] + size_t(c) * F::kChunkBytes + 16 * v);
+        meta[u][r] = F::load_meta(srow[r], a, c);
+      }
+    }
+  }
+};
+
+// CTA layout: 8 warps in groups of a.k_splits (1, 2, 4 or 8); the warps of a group own the same R
+// rows and take interleaved steps of 32 x U chunks along K (split-K inside the CTA: a CTA covers
+// 8 R / k_splits rows, so small-N shapes still launch enough CTAs to fill every SM), then add up
+// through shared memory. The next step's chunks are loaded before the current step is decoded
+// (register double buffer) so every warp keeps its loads in flight while it computes.
 template <class F, int MT, int R>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
-  constexpr int NV = F::kChunkBytes / 16;
-  constexpr int U = F::kChunkBytes <= 16 ? 2 : 1;  // chunks per row in flight per lane (>= 32 bytes)
+  // With the double buffer one chunk per row and buffer keeps 32 bytes per row in flight per lane;
+  // without it (8-16 tokens: a second buffer would not fit beside their accumulators) two chunks.
+  constexpr bool kPrefetch = MT <= 4;
+  constexpr int U = F::kChunkBytes <= 16 && !kPrefetch ? 2 : 1;
   __shared__ float lut[F::kLutSize > 0 ? F::kLutSize : 1];
+  __shared__ float red[kWarps][R * MT];
   if constexpr (F::kLutSize > 0) {
     for (int i = threadIdx.x; i < F::kLutSize; i += kThreads) lut[i] = F::lut_entry(a, i);
     __syncthreads();
   }
-  const int lane = threadIdx.x & 31;
-  const int row0 = (blockIdx.x * kWarps + (threadIdx.x >> 5)) * R;
-  if (row0 >= a.N) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int ks = a.k_splits, slot = warp % ks;
+  const int row0 = (blockIdx.x * (kWarps / ks) + warp / ks) * R;
   const int nchunks = a.K / F::kChunkK;
+  const int nch = row0 < a.N ? nchunks : 0;  // a warp past N only joins the reduction
   const uint8_t* qrow[R];
   const uint8_t* srow[R];
 #pragma unroll
@@ -121,24 +153,30 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
 #pragma unroll
     for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
 
-  for (int c0 = lane; c0 < nchunks; c0 += 32 * U) {
-    uint4 wq[U][R][NV];
-    typename F::Meta meta[U][R];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = min(c0 + 32 * u, nchunks - 1);  // a clamped duplicate is loaded, never used
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int v = 0; v < NV; ++v) wq[u][r][v] = load_stream(qrow[r] + size_t(c) * F::kChunkBytes + 16 * v);
-        meta[u][r] = F::load_meta(srow[r], a, c);
-      }
-    }
+  const int step = 32 * U * ks;
+  auto dot = [&](const ChunkSet<F, R, U>& cs, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (c0 + 32 * u < nchunks) chunk_dot<F, MT, R>(a, wq[u], meta[u], c0 + 32 * u, lut, acc);
+      if (c0 + 32 * u < nch) chunk_dot<F, MT, R>(a, cs.wq[u], cs.meta[u], c0 + 32 * u, lut, acc);
+  };
+  int c0 = lane + 32 * U * slot;
+  if constexpr (kPrefetch) {
+    ChunkSet<F, R, U> cur, nxt;
+    if (c0 < nch) cur.load(qrow, srow, a, c0, nchunks);
+    for (; c0 < nch; c0 += step) {
+      if (c0 + step < nch) nxt.load(qrow, srow, a, c0 + step, nchunks);
+      dot(cur, c0);
+      cur = nxt;
+    }
+  } else {
+    for (; c0 < nch; c0 += step) {
+      ChunkSet<F, R, U> cur;
+      cur.load(qrow, srow, a, c0, nchunks);
+      dot(cur, c0);
+    }
   }
 
+  const float f = a.out_scale * F::kOutFactor;
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -147,17 +185,30 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
       // every lane now holds the sum; a different lane stores each output
-      if (lane == (r * MT + m) % 32 && m < a.M && row0 + r < a.N)
-        a.y[size_t(m) * a.N + row0 + r] = __float2half_rn(v * (a.out_scale * F::kOutFactor));
+      const int j = r * MT + m;
+      if (lane == j % 32) {
+        if (ks > 1) red[warp][j] = v;
+        else if (m < a.M && row0 + r < a.N) a.y[size_t(m) * a.N + row0 + r] = __float2half_rn(v * f);
+      }
     }
+  if (ks == 1) return;  // uniform over the CTA
+  __syncthreads();
+  if (slot != 0) return;
+  for (int j = lane; j < R * MT; j += 32) {
+    const int r = j / MT, m = j % MT;
+    float v = 0.0f;
+    for (int s = 0; s < ks; ++s) v += red[warp + s][j];
+    if (m < a.M && row0 + r < a.N) a.y[size_t(m) * a.N + row0 + r] = __float2half_rn(v * f);
+  }
 }
 
 // Launches the instantiation for MT = the smallest of {1, 2, 4, 8, 16} >= M and R rows per warp
-// (R = 4 only up to M = 8).
+// (R = 4 only up to M = 8); a.k_splits warps share each row group.
 template <class F>
 void launch_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
   const int R = rows_per_warp == 4 && a.M <= 8 ? 4 : 2;  // 4 rows x 16 tokens would spill
-  const dim3 grid((a.N + kWarps * R - 1) / (kWarps * R));
+  const int rows_per_cta = kWarps / a.k_splits * R;
+  const dim3 grid((a.N + rows_per_cta - 1) / rows_per_cta);
   auto go = [&](auto kernel) { kernel<<<grid, kThreads, 0, s>>>(a); };
   if (R == 4) {
     if (a.M <= 1) go(gemv_kernel<F, 1, 4>);

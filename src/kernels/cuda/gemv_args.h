@@ -17,10 +17,18 @@ struct GemvArgs {
   int M = 0, N = 0, K = 0;
   float out_scale = 1.0f;           // global scale, applied to the FP32 sums before rounding
   float sv_a = 0.0f, sv_b = 0.0f;   // RaZeR special-value magnitudes
+  // RaZeR special-value magnitudes a, b times 2^-14 as fp16 bits in both halves (filled on the
+  // host): a block's sv is then a select and a sign flip, no float conversion. Only constant
+  // indices may be used in kernels (a dynamic index copies the whole argument block to local memory).
+  uint32_t sv_h2[2] = {0, 0};
+  int k_splits = 1;                 // CUDA-core kernel: warps of a CTA that share rows, splitting K
 };
 
 constexpr int kThreads = 256;  // 8 warps per CTA, each warp owns R whole rows of W
 constexpr int kWarps = kThreads / 32;
+
+// Host: fills a.sv_h2 from a.sv_a / a.sv_b (the FP4 bit decoders' value * 2^-14 scaling).
+void fill_sv_table(GemvArgs& a);
 
 // One launcher per (format, decoder): picks the M / R instantiation. rows_per_warp is 2 or 4.
 using GemvLauncher = void (*)(const GemvArgs& a, int rows_per_warp, cudaStream_t s);

@@ -2,7 +2,9 @@
 // NVFP4 and NVFP4-RaZeR weights (block 16, one scale byte per block), serialized layout as is:
 // codes row-major two per byte, scales row-major [N][K/16]. A lane chunk is 32 elements (16 bytes)
 // and its two scale bytes. Two decoders: bit placement into fp16 (Bits) or a shared-memory table
-// (Lut); RaZeR's scale byte is E3M3 + sv magnitude bit 6 + sv sign bit 7, nvfp4's is E4M3.
+// (Lut); RaZeR's scale byte is E3M3 + sv magnitude bit 6 + sv sign bit 7, nvfp4's is E4M3. The
+// bit decoder builds a block's special value from GemvArgs::sv_h2 (made on the host) with one
+// select and one sign flip, and patches it into the -0 codes.
 #include "decode.cuh"
 #include "gemv_args.h"
 
@@ -23,11 +25,10 @@ struct Nvfp4Base {
   static __device__ __forceinline__ float block_scale(const Meta& m, int g) {
     return kRazer ? e3m3_to_float(byte_of(m, g)) : e4m3_to_float(byte_of(m, g));
   }
-  // The block's special value (RaZeR): magnitude sv_a or sv_b by bit 6, sign by bit 7.
-  static __device__ __forceinline__ float special_value(const Meta& m, int g, const GemvArgs& a) {
+  // RaZeR: the block's special value (x 2^-14, fp16 in both halves): magnitude b if bit 6, sign bit 7.
+  static __device__ __forceinline__ uint32_t block_sv_h2(const Meta& m, int g, const GemvArgs& a) {
     const uint32_t b = byte_of(m, g);
-    const float mag = (b & 0x40u) ? a.sv_b : a.sv_a;
-    return (b & 0x80u) ? -mag : mag;
+    return ((b & 0x40u) ? a.sv_h2[1] : a.sv_h2[0]) ^ ((b & 0x80u) * 0x01000100u);
   }
 };
 
@@ -44,7 +45,7 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
     const uint32_t x = word_of(w, e);
     uint32_t sv2 = 0;
     NibbleFlags fl{0, 0};
-    if (kRazer) sv2 = sv_h2(B::special_value(m, e / 2, a)), fl = make_flags(nibble_eq8(x));
+    if (kRazer) sv2 = B::block_sv_h2(m, e / 2, a), fl = make_flags(nibble_eq8(x));
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
       uint32_t h = fp4x2_bits_h(x, p);
@@ -55,15 +56,12 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   // Tensor-core path: four fp16 pairs (A registers; odd pairs are row g + 8, meta m1).
   static constexpr int kLutHalf = 0;
-  static __device__ __forceinline__ uint32_t sv_h2(float sv) {
-    return uint32_t(__half_as_ushort(__float2half_rn(sv * (1.0f / kFp4BitsFactor)))) * 0x10001u;
-  }
   static __device__ __forceinline__ void decode_h(uint32_t x, const typename B::Meta& m0, const typename B::Meta& m1,
                                                   int grp, const GemvArgs& a, const __half*, uint32_t (&A)[4]) {
     uint32_t sv0 = 0, sv1 = 0;
     NibbleFlags fl{0, 0};
     if (kRazer) {
-      sv0 = sv_h2(B::special_value(m0, grp, a)), sv1 = sv_h2(B::special_value(m1, grp, a));
+      sv0 = B::block_sv_h2(m0, grp, a), sv1 = B::block_sv_h2(m1, grp, a);
       fl = make_flags(nibble_eq8(x));
     }
 #pragma unroll

@@ -1,5 +1,6 @@
 #include "nibble/cuda/tuning.h"
 
+#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -52,6 +53,9 @@ std::vector<TuningEntry> parse_table(const std::string& path) {
       else throw Error(fmt::format("tuning table '{}': entry {} field engine '{}' (cuda_cores or tensor_cores)", path, i, eng));
       if (t.choice.rows_per_warp != 2 && t.choice.rows_per_warp != 4)
         throw Error(fmt::format("tuning table '{}': entry {} field rows_per_warp must be 2 or 4", path, i));
+      if (e.contains("k_splits")) t.choice.k_splits = e["k_splits"].get<int>();
+      if (!valid_k_splits(t.choice.k_splits))
+        throw Error(fmt::format("tuning table '{}': entry {} field k_splits must be 1, 2, 4 or 8", path, i));
       if (dec == "bits") t.choice.fp4_decode = Fp4Decode::bits;
       else if (dec == "lut") t.choice.fp4_decode = Fp4Decode::lut;
       else throw Error(fmt::format("tuning table '{}': entry {} field fp4_decode '{}' (bits or lut)", path, i, dec));
@@ -81,12 +85,36 @@ std::string_view fp4_decode_name(Fp4Decode d) {
   }
 }
 
-TunedChoice default_choice(std::string_view format, int64_t K, int64_t, int M) {
+namespace {
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
+      return v;
+    (void)cudaGetLastError();
+    return 132;  // H100 SXM
+  }();
+  return n;
+}
+}  // namespace
+
+TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M) {
   TunedChoice c;
   c.engine = M >= 2 && format != "razer-fp3-g128" && K % 64 == 0 ? Engine::tensor_cores : Engine::cuda_cores;
-  c.rows_per_warp = M <= 4 ? 4 : 2;
   c.fp4_decode = Fp4Decode::bits;
-  return c;
+  // CUDA cores: a warp step covers 2048 elements of a row (32 lanes x 2 chunks of 32; FP3: 32 x 128)
+  const int64_t step = format == "razer-fp3-g128" ? 4096 : 2048;
+  const int64_t want_ctas = 3 * int64_t(sm_count());
+  for (int rows : {M <= 4 ? 4 : 2, 2}) {
+    c.rows_per_warp = rows;
+    for (int ks : {1, 2, 4, 8}) {
+      if (ks > 1 && K < step * ks) break;
+      c.k_splits = ks;
+      const int64_t rows_per_cta = 8 / ks * rows;
+      if ((N + rows_per_cta - 1) / rows_per_cta >= want_ctas) return c;
+    }
+  }
+  return c;  // small N: 2 rows per warp and the most splits K allows
 }
 
 TunedChoice tuned_choice(std::string_view format, int64_t K, int64_t N, int M) {
@@ -114,7 +142,8 @@ void save_tuning_table(const std::string& path, const std::vector<TuningEntry>& 
   nlohmann::json j = nlohmann::json::array();
   for (const auto& e : entries)
     j.push_back({{"format", e.format}, {"K", e.K}, {"N", e.N}, {"M", e.M}, {"engine", engine_name(e.choice.engine)},
-                 {"rows_per_warp", e.choice.rows_per_warp}, {"fp4_decode", fp4_decode_name(e.choice.fp4_decode)}});
+                 {"rows_per_warp", e.choice.rows_per_warp}, {"fp4_decode", fp4_decode_name(e.choice.fp4_decode)},
+                 {"k_splits", e.choice.k_splits}});
   std::ofstream out(path);
   if (!out) throw Error(fmt::format("tuning table '{}': cannot write", path));
   out << j.dump(1) << "\n";

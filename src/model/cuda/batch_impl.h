@@ -1,0 +1,68 @@
+#pragma once
+// A Batch's state: the FP16 KV cache of every slot, the RoPE table, scratch activations for the
+// largest step, per-slot positions on the host, the decode graphs.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/cuda/decode_graphs.h"
+#include "model/cuda/device_buffer.h"
+#include "model/cuda/device_model_impl.h"
+#include "nibble/cuda/runtime.h"
+
+namespace nibble::cuda {
+
+// Prefills run in chunks of at most this many tokens (the scratch is sized for it).
+inline constexpr int kPrefillChunk = 512;
+
+// Scratch bytes of a step of `rows` tokens (activations, logits, per-row inputs).
+size_t scratch_bytes(const DeviceModel::Impl& m, int rows);
+
+struct Batch::Impl {
+  Impl(const DeviceModel::Impl& dm, const BatchOptions& opt);
+  ~Impl();
+
+  const DeviceModel::Impl& m;
+  const ModelConfig& c;
+  int max_batch, max_ctx, max_rows;  // max_rows: the largest step (a prefill chunk or a decode)
+  bool use_graphs;
+  cudaStream_t stream = nullptr;
+  GemmWorkspace prefill_ws, decode_ws;  // decode_ws is captured in graphs: prefills never grow it
+  CublasFp16 cublas;
+  DeviceBuffer<uint16_t> kv;            // per layer: K then V, each [max_batch][nkv][max_ctx][d]
+  DeviceBuffer<float> rope;             // [max_ctx][d]: d/2 cosines then d/2 sines per position
+  DeviceBuffer<float> x;                // FP32 residual stream [rows, H]
+  DeviceBuffer<uint16_t> xn, q, k, v, att, tmp, gate, up;
+  DeviceBuffer<float> logits;           // [rows, V]
+  DeviceBuffer<uint16_t> logits16;      // [rows, V], for a quantized output layer only
+  // A step's per-row inputs, staged in pinned memory and copied in one transfer: [3][rows] =
+  // token ids, slots, positions; `ids`, `slot`, `pos` point into rows_d.
+  PinnedBuffer<int32_t> rows_h;
+  DeviceBuffer<int32_t> rows_d;
+  int32_t *ids = nullptr, *slot = nullptr, *pos = nullptr;
+  cudaEvent_t rows_copied = nullptr;  // rows_h may be rewritten once this has passed
+  DeviceBuffer<int32_t> targets, sampled;  // [rows]
+  DeviceBuffer<float> nll, entropy, temperature, top_p, u;  // [rows]
+  DeviceBuffer<uint8_t> attn_ws, sample_ws;
+  std::vector<int> positions;           // per slot
+  int last_rows = 0;                    // rows of logits the last step left (0: none)
+  DecodeGraphs graphs;
+
+  uint16_t* k_cache(int layer) const;
+  uint16_t* v_cache(int layer) const;
+  void check_slot(int s, const char* what) const;
+  void check_tokens(std::span<const int32_t> tokens, const char* what) const;
+  // Copies the per-row token ids, slots and positions of a step of n rows into ids / slot / pos
+  // (asynchronously; waits only for the previous step's copy to have left rows_h).
+  void upload_rows(std::span<const int32_t> ids_h, std::span<const int32_t> slot_h, std::span<const int32_t> pos_h);
+  // The forward pass of T tokens whose rows are uploaded: a prefill chunk of one slot starting at
+  // pos0 (decode = false), or one token per row (decode = true). Leaves FP32 logits of the last
+  // n_out rows in `logits` (n_out may be 0).
+  void forward(int T, bool decode, int prefill_slot, int pos0, int n_out, GemmWorkspace& ws);
+  void decode_step(int B);  // forward(B, decode = true) through a graph or directly
+  void copy_to_host(void* dst, const void* src, size_t bytes) const;
+};
+
+}  // namespace nibble::cuda

@@ -1,0 +1,64 @@
+#pragma once
+// DeviceLinear: one linear layer on the device for any row count M (see nibble/cuda/runtime.h).
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "model/cuda/device_buffer.h"
+#include "nibble/cuda/cublas_fp16.h"
+#include "nibble/cuda/gemm.h"
+#include "nibble/cuda/linear.h"
+#include "nibble/format.h"
+
+namespace nibble::cuda {
+
+// What a linear needs to run on one stream (each Batch owns one set).
+struct LinearExec {
+  cudaStream_t stream = nullptr;
+  GemmWorkspace* gemm_ws = nullptr;
+  CublasFp16* cublas = nullptr;
+};
+
+class DeviceLinear {
+ public:
+  // gemv: few rows; gemm: the fused tensor-core GEMM; dequant_cublas: many rows, the weight
+  // dequantized to fp16 (into the GEMM workspace) then cuBLAS; fp16: held as fp16 for cuBLAS.
+  enum class Path { gemv, gemm, dequant_cublas, fp16 };
+
+  // Uploads w [N, K] (and an FP32 bias [N], or none) in every layout it will run from: the GEMV
+  // layout where the format has a GEMV kernel for this shape, the GEMM layout where it has a GEMM
+  // kernel; FP16 (dequantized on the host) for cuBLAS when it has neither. `name` is named in
+  // errors and in fp16_reason().
+  DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name);
+
+  // y[M, N] = x[M, K] · W^T (+ bias), FP16 on the device, asynchronous on ex.stream.
+  void run(const uint16_t* x, int M, uint16_t* y, const LinearExec& ex) const;
+
+  Path path_for(int M) const;
+  const std::string& name() const { return name_; }
+  const std::string& format() const { return format_; }
+  int64_t rows() const { return N_; }
+  int64_t cols() const { return K_; }
+  // Why this layer runs dequantized to FP16 (empty when a kernel reads it packed, or when the
+  // format is a plain float format that is meant to run through cuBLAS).
+  const std::string& fp16_reason() const { return fp16_reason_; }
+  // Weight bytes one decode step (M <= the crossover) reads, bias included.
+  size_t decode_bytes() const;
+  // Device bytes held (both packed layouts count: the codes are held twice where both exist).
+  size_t device_bytes() const;
+
+ private:
+  std::string name_, format_;
+  int64_t N_ = 0, K_ = 0;
+  int crossover_ = 16, dequant_from_ = 256;
+  std::optional<DeviceWeight> gemv_;
+  std::optional<GemmWeight> gemm_;
+  DeviceBuffer<uint16_t> fp16_;
+  DeviceBuffer<float> bias_;
+  std::string fp16_reason_;
+};
+
+}  // namespace nibble::cuda

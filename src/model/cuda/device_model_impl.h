@@ -1,0 +1,38 @@
+#pragma once
+// What a DeviceModel holds on the device: FP16 embedding table, per layer the norms (FP32) and
+// seven DeviceLinears, the final norm and the output layer.
+#include <optional>
+#include <vector>
+
+#include "model/cuda/device_buffer.h"
+#include "model/cuda/device_linear.h"
+#include "model/weights.h"
+#include "nibble/cuda/runtime.h"
+
+namespace nibble::cuda {
+
+struct DeviceLayer {
+  DeviceLayer(const LayerWeights& L, const ModelConfig& c);
+  DeviceBuffer<float> attn_norm, ffn_norm, q_norm, k_norm;  // q_norm / k_norm: Qwen3 only
+  DeviceLinear q, k, v, o, gate, up, down;
+  size_t decode_bytes() const;
+  size_t device_bytes() const;
+};
+
+struct DeviceModel::Impl {
+  const Model* model = nullptr;
+  const ModelConfig* cfg = nullptr;
+  int64_t vocab = 0;
+  DeviceBuffer<uint16_t> embed;  // FP16 [vocab, hidden], decoded on the host
+  std::vector<DeviceLayer> layers;
+  DeviceBuffer<float> final_norm;
+  std::optional<DeviceLinear> head_quantized;  // a quantized output layer
+  DeviceBuffer<uint16_t> head_fp16;            // an unquantized lm_head; empty when tied to embed
+  size_t weight_bytes = 0, device_bytes = 0;
+
+  // FP32 logits [M, vocab] of the final-normed rows xn [M, hidden]. A quantized head writes FP16
+  // logits into logits16 ([M, vocab]) first.
+  void logits(const uint16_t* xn, int M, float* out, uint16_t* logits16, const LinearExec& ex) const;
+};
+
+}  // namespace nibble::cuda

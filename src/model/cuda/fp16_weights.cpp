@@ -1,0 +1,33 @@
+#include "model/cuda/fp16_weights.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "nibble/error.h"
+#include "nibble/half.h"
+
+namespace nibble::cuda {
+
+std::vector<uint16_t> dequantize_fp16(const PackedTensor& t, std::string_view name) {
+  const FormatInfo& f = find_format(t.format);
+  std::vector<uint16_t> out(size_t(t.rows * t.cols));
+  const int64_t rows_per_block = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, t.cols));
+  std::vector<float> buf;
+  for (int64_t r0 = 0; r0 < t.rows; r0 += rows_per_block) {
+    const int64_t n = std::min(rows_per_block, t.rows - r0);
+    buf.resize(size_t(n * t.cols));
+    f.dequantize_rows(t, r0, n, buf.data());
+    for (size_t i = 0; i < buf.size(); ++i) {
+      const float v = buf[i];
+      if (!std::isfinite(v) || std::fabs(v) > 65504.0f)
+        throw Error(fmt::format("{}: element [{}, {}] = {} does not fit in FP16 (the CUDA path holds {} weights as FP16)",
+                                name, r0 + int64_t(i) / t.cols, int64_t(i) % t.cols, v, t.format));
+      out[size_t(r0 * t.cols) + i] = float_to_half(v);
+    }
+  }
+  return out;
+}
+
+}  // namespace nibble::cuda
