@@ -1,6 +1,8 @@
 // `nibble tune`: sweeps the GEMV launch choices (CUDA cores vs tensor cores; on CUDA cores rows per
 // warp and the number of K splits, i.e. CTAs per SM) per (format, K, N, M) on the current GPU and writes the table that linear() reads (load it with
-// NIBBLE_CUDA_TUNING=FILE or `nibble bench kernels --tuning FILE`).
+// NIBBLE_CUDA_TUNING=FILE or `nibble bench kernels --tuning FILE`). With --crossover FILE it
+// instead measures, per (format, K, N), where the runtime should switch from the GEMV to the fused
+// GEMM and to dequant + cuBLAS (nibble/cuda/crossover.h; load with NIBBLE_CUDA_CROSSOVER=FILE).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -13,6 +15,8 @@
 
 #include "nibble/cuda/bench.h"
 #include "nibble/cuda/check.h"
+#include "nibble/cuda/crossover.h"
+#include "nibble/cuda/gemm.h"
 #include "nibble/cuda/linear.h"
 #include "nibble/cuda/tuning.h"
 
@@ -22,7 +26,7 @@ using namespace nibble;
 using namespace nibble::cuda;
 
 struct TuneOptions {
-  std::string out = "tuning.json";
+  std::string out = "tuning.json", crossover;
   std::vector<std::string> formats;
   std::vector<std::string> shapes{"4096x6144", "4096x4096", "4096x28672", "14336x4096",
                                   "5120x10240", "8192x5120", "5120x51200", "25600x5120"};
@@ -63,7 +67,31 @@ double ctas_per_sm(const TunedChoice& c, int64_t N, int M, int sms) {
   return double((N + per_cta - 1) / per_cta) / sms;
 }
 
+void run_crossover(const TuneOptions& o) {
+  std::vector<std::string> formats = o.formats;
+  if (formats.empty())
+    for (const auto& f : kernel_formats())
+      if (has_gemm_kernel(f)) formats.push_back(f);
+  cudaStream_t stream;
+  NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<CrossoverEntry> table;
+  for (const std::string& shape : o.shapes) {
+    const auto [K, N] = parse_shape(shape);
+    for (const std::string& f : formats) {
+      table.push_back(measure_crossover(f, K, N, stream));
+      const Crossover& c = table.back().c;
+      std::printf("%-16s K=%-6lld N=%-6lld fused GEMM from M=%d, dequant+cuBLAS from M=%d\n", f.c_str(),
+                  (long long)K, (long long)N, c.gemm_from_m, c.dequant_from_m);
+      std::fflush(stdout);
+    }
+  }
+  NIBBLE_CUDA_CHECK(cudaStreamDestroy(stream));
+  save_crossover_table(o.crossover, table);
+  std::printf("wrote %zu entries to %s\n", table.size(), o.crossover.c_str());
+}
+
 void run_tune(const TuneOptions& o) {
+  if (!o.crossover.empty()) return run_crossover(o);
   const int sms = device_info().sm_count;
   std::vector<std::string> formats = o.formats;
   if (formats.empty())
@@ -122,6 +150,8 @@ static void setup_tune(CLI::App& app) {
   cmd->add_option("--formats", o->formats, "formats (default: every format with a kernel)")->delimiter(',');
   cmd->add_option("--shapes", o->shapes, "KxN shapes (default: Llama-3.1-8B and Qwen3-32B projections)")->delimiter(',');
   cmd->add_option("--m", o->ms, "activation rows M (default 1,2,4,8,16)")->delimiter(',');
+  cmd->add_option("--crossover", o->crossover,
+                  "instead: measure the GEMV / GEMM / dequant+cuBLAS crossovers into this JSON file");
   cmd->callback([o] { run_tune(*o); });
 }
 NIBBLE_COMMAND(setup_tune);
@@ -132,7 +162,7 @@ NIBBLE_COMMAND(setup_tune);
 static void setup_tune(CLI::App& app) {
   auto* cmd = app.add_subcommand("tune", "Sweep the CUDA GEMV launch choices (needs a CUDA build)");
   auto ignored = std::make_shared<std::vector<std::string>>();  // same options as the CUDA build
-  for (const char* name : {"--out", "--formats", "--shapes", "--m"}) cmd->add_option(name, *ignored, "(CUDA build only)");
+  for (const char* name : {"--out", "--formats", "--shapes", "--m", "--crossover"}) cmd->add_option(name, *ignored, "(CUDA build only)");
   cmd->callback([ignored] { throw nibble::Error("tune: nibble was built without CUDA (no nvcc at build time)"); });
 }
 NIBBLE_COMMAND(setup_tune);

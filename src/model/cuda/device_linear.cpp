@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model/cuda/fp16_weights.h"
-#include "model/cuda/gemm_crossover.h"
+#include "nibble/cuda/crossover.h"
 #include "nibble/cuda/ops.h"
 #include "nibble/error.h"
 
@@ -43,8 +43,7 @@ std::string gemm_format(const std::string& f) {
 
 DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name)
     : name_(std::move(name)), format_(w.format), N_(w.rows), K_(w.cols),
-      crossover_(gemm_crossover_m(w.format, w.cols, w.rows)),
-      dequant_from_(dequant_crossover_m(w.format, w.cols, w.rows)) {
+      crossover_(crossover_for(gemm_format(w.format).empty() ? w.format : gemm_format(w.format), w.cols, w.rows)) {
   if (!bias.empty()) {
     if (int64_t(bias.size()) != N_)
       throw Error(fmt::format("{}: bias has {} elements, the weight has {} rows", name_, bias.size(), N_));
@@ -67,8 +66,9 @@ DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, s
 
 DeviceLinear::Path DeviceLinear::path_for(int M) const {
   if (!gemv_ && !gemm_) return Path::fp16;
-  if (gemv_ && (M <= crossover_ || !gemm_)) return Path::gemv;
-  return M >= dequant_from_ ? Path::dequant_cublas : Path::gemm;
+  if (gemm_ && M >= crossover_.dequant_from_m) return Path::dequant_cublas;
+  if (gemv_ && (M < crossover_.gemm_from_m || !gemm_)) return Path::gemv;
+  return Path::gemm;
 }
 
 void DeviceLinear::run(const uint16_t* x, int M, uint16_t* y, const LinearExec& ex) const {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/cuda/device_buffer.h"
+#include "nibble/cuda/crossover.h"
 #include "nibble/cuda/cublas_fp16.h"
 #include "nibble/cuda/gemm.h"
 #include "nibble/cuda/linear.h"
@@ -53,7 +54,7 @@ class DeviceLinear {
  private:
   std::string name_, format_;
   int64_t N_ = 0, K_ = 0;
-  int crossover_ = 16, dequant_from_ = 256;
+  Crossover crossover_;  // where the paths switch (nibble/cuda/crossover.h)
   std::optional<DeviceWeight> gemv_;
   std::optional<GemmWeight> gemm_;
   DeviceBuffer<uint16_t> fp16_;
