@@ -310,16 +310,11 @@ void run_bench(Options o) {
   write_results(rows, dev, copy_gbps, o, true);
 }
 
-CLI::App* bench_group(CLI::App& app) {
-  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) return sub;
-  return app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
-}
-
 }  // namespace
 
 static void setup_bench_e2e(CLI::App& app) {
   auto opt = std::make_shared<Options>();
-  auto* cmd = bench_group(app)->add_subcommand("e2e", "Whole models on the GPU: prefill and decode tokens/s per format");
+  auto* cmd = nibble::cli::bench_group(app)->add_subcommand("e2e", "Whole models on the GPU: prefill and decode tokens/s per format");
   cmd->add_option("-m,--model", opt->models, "model directories (repeat, or a comma list)")->delimiter(',')->required();
   cmd->add_option("--formats", opt->formats, "weight formats (default: fp16 + every 4-bit format with a kernel)")
       ->delimiter(',');
@@ -336,21 +331,10 @@ static void setup_bench_e2e(CLI::App& app) {
 NIBBLE_COMMAND(setup_bench_e2e);
 
 #else  // built without CUDA: the command exists and says so
-#include <memory>
-
-#include "nibble/error.h"
 
 static void setup_bench_e2e(CLI::App& app) {
-  CLI::App* bench = nullptr;
-  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) bench = sub;
-  if (!bench) bench = app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
-  auto* cmd = bench->add_subcommand("e2e", "Whole models on the GPU (needs a CUDA build)");
-  auto ignored = std::make_shared<std::vector<std::string>>();  // same options as the CUDA build
-  for (const char* name : {"-m,--model", "--formats", "--prompt", "--batches", "--steps", "--time-limit", "--tuning", "--json", "--md"})
-    cmd->add_option(name, *ignored, "(CUDA build only)");
-  auto flag = std::make_shared<bool>();
-  cmd->add_flag("--quantize-lm-head", *flag, "(CUDA build only)");
-  cmd->callback([ignored, flag] { throw nibble::Error("bench e2e: nibble was built without CUDA (no nvcc at build time)"); });
+  nibble::cli::add_cuda_only_command(nibble::cli::bench_group(app), "e2e", "bench e2e", "Whole models on the GPU",
+                                     {"-m,--model", "--formats", "--prompt", "--batches", "--steps", "--time-limit", "--tuning", "--json", "--md"}, {"--quantize-lm-head"});
 }
 NIBBLE_COMMAND(setup_bench_e2e);
 

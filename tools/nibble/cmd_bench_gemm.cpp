@@ -295,16 +295,11 @@ void run_bench(const Options& o) {
   write_results(rows, o, dev);
 }
 
-CLI::App* bench_group(CLI::App& app) {
-  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) return sub;
-  return app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
-}
-
 }  // namespace
 
 static void setup_bench_gemm(CLI::App& app) {
   auto opt = std::make_shared<Options>();
-  auto* cmd = bench_group(app)->add_subcommand("gemm", "Time the tensor-core GEMMs vs cuBLAS (needs a GPU)");
+  auto* cmd = nibble::cli::bench_group(app)->add_subcommand("gemm", "Time the tensor-core GEMMs vs cuBLAS (needs a GPU)");
   cmd->add_option("--json", opt->json, "write the rows as JSON");
   cmd->add_option("--md", opt->md, "write the Markdown table");
   cmd->add_option("--formats", opt->formats, "GEMM formats to time")->delimiter(',');
@@ -316,22 +311,10 @@ static void setup_bench_gemm(CLI::App& app) {
 NIBBLE_COMMAND(setup_bench_gemm);
 
 #else  // built without CUDA: the command exists and says so
-#include <memory>
-
-#include "nibble/error.h"
 
 static void setup_bench_gemm(CLI::App& app) {
-  CLI::App* bench = nullptr;
-  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) bench = sub;
-  if (!bench) bench = app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
-  auto* cmd = bench->add_subcommand("gemm", "Time the tensor-core GEMMs (needs a CUDA build)");
-  // The CUDA build's options are accepted, so that the error below is the one the user sees.
-  auto sink = std::make_shared<std::vector<std::string>>();
-  for (const char* name : {"--json", "--md", "--formats", "--m", "--shapes", "--target-ms"})
-    cmd->add_option(name, *sink, "(needs a CUDA build)");
-  cmd->callback([sink] {  // holds the option storage for as long as the command exists
-    throw nibble::Error("bench gemm: nibble was built without CUDA (no nvcc at build time)");
-  });
+  nibble::cli::add_cuda_only_command(nibble::cli::bench_group(app), "gemm", "bench gemm", "Time the tensor-core GEMMs",
+                                     {"--json", "--md", "--formats", "--m", "--shapes", "--target-ms"});
 }
 NIBBLE_COMMAND(setup_bench_gemm);
 

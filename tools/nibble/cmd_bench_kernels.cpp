@@ -211,16 +211,11 @@ void run_bench(const Options& opt_in) {
   }
 }
 
-CLI::App* bench_group(CLI::App& app) {
-  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) return sub;
-  return app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
-}
-
 }  // namespace
 
 static void setup_bench_kernels(CLI::App& app) {
   auto opt = std::make_shared<Options>();
-  auto* cmd = bench_group(app)->add_subcommand("kernels", "Time the CUDA decode GEMV kernels (needs a GPU)");
+  auto* cmd = nibble::cli::bench_group(app)->add_subcommand("kernels", "Time the CUDA decode GEMV kernels (needs a GPU)");
   cmd->add_option("--json", opt->json, "write the rows as JSON");
   cmd->add_option("--md", opt->md, "write the Markdown table");
   cmd->add_option("--formats", opt->formats, "formats to time (default: every format with a kernel)")->delimiter(',');
@@ -234,19 +229,10 @@ static void setup_bench_kernels(CLI::App& app) {
 NIBBLE_COMMAND(setup_bench_kernels);
 
 #else  // built without CUDA: the command exists and says so
-#include <memory>
-
-#include "nibble/error.h"
 
 static void setup_bench_kernels(CLI::App& app) {
-  CLI::App* bench = nullptr;
-  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) bench = sub;
-  if (!bench) bench = app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
-  auto* cmd = bench->add_subcommand("kernels", "Time the CUDA decode GEMV kernels (needs a CUDA build)");
-  auto ignored = std::make_shared<std::vector<std::string>>();  // same options as the CUDA build
-  for (const char* name : {"--json", "--md", "--formats", "--m", "--shapes", "--replays", "--tuning"})
-    cmd->add_option(name, *ignored, "(CUDA build only)");
-  cmd->callback([ignored] { throw nibble::Error("bench kernels: nibble was built without CUDA (no nvcc at build time)"); });
+  nibble::cli::add_cuda_only_command(nibble::cli::bench_group(app), "kernels", "bench kernels", "Time the CUDA decode GEMV kernels",
+                                     {"--json", "--md", "--formats", "--m", "--shapes", "--replays", "--tuning"});
 }
 NIBBLE_COMMAND(setup_bench_kernels);
 

@@ -156,14 +156,11 @@ static void setup_tune(CLI::App& app) {
 }
 NIBBLE_COMMAND(setup_tune);
 
-#else  // built without CUDA
-#include <memory>
+#else  // built without CUDA: the command exists and says so
 
 static void setup_tune(CLI::App& app) {
-  auto* cmd = app.add_subcommand("tune", "Sweep the CUDA GEMV launch choices (needs a CUDA build)");
-  auto ignored = std::make_shared<std::vector<std::string>>();  // same options as the CUDA build
-  for (const char* name : {"--out", "--formats", "--shapes", "--m", "--crossover"}) cmd->add_option(name, *ignored, "(CUDA build only)");
-  cmd->callback([ignored] { throw nibble::Error("tune: nibble was built without CUDA (no nvcc at build time)"); });
+  nibble::cli::add_cuda_only_command(&app, "tune", "tune", "Sweep the CUDA GEMV launch choices",
+                                     {"--out", "--formats", "--shapes", "--m", "--crossover"});
 }
 NIBBLE_COMMAND(setup_tune);
 

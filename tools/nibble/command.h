@@ -4,11 +4,23 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace nibble::cli {
 
 using CommandSetup = std::function<void(CLI::App& app)>;
 bool add_command(CommandSetup setup);
+
+// The `nibble bench` group, made by whichever bench command registers first.
+CLI::App* bench_group(CLI::App& app);
+
+// In a build without CUDA, a GPU command `name` under `parent` that accepts the CUDA build's
+// options and flags (so its error, not a parse error, is what the user sees) and fails with
+// "<label>: nibble was built without CUDA".
+void add_cuda_only_command(CLI::App* parent, const std::string& name, const std::string& label,
+                           const std::string& description, const std::vector<std::string>& options,
+                           const std::vector<std::string>& flags = {});
 
 }  // namespace nibble::cli
 

@@ -1,5 +1,7 @@
 // nibble: the command-line tool. Commands register themselves (see command.h).
 #include <cstdio>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "command.h"
@@ -15,6 +17,25 @@ static std::vector<CommandSetup>& registry() {
 bool add_command(CommandSetup setup) {
   registry().push_back(std::move(setup));
   return true;
+}
+
+CLI::App* bench_group(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) return sub;
+  return app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
+}
+
+void add_cuda_only_command(CLI::App* parent, const std::string& name, const std::string& label,
+                           const std::string& description, const std::vector<std::string>& options,
+                           const std::vector<std::string>& flags) {
+  auto* cmd = parent->add_subcommand(name, description + " (needs a CUDA build)");
+  // the option storage lives as long as the callback that holds it
+  auto sink = std::make_shared<std::vector<std::string>>();
+  auto flag_sink = std::make_shared<bool>();
+  for (const auto& o : options) cmd->add_option(o, *sink, "(CUDA build only)");
+  for (const auto& f : flags) cmd->add_flag(f, *flag_sink, "(CUDA build only)");
+  cmd->callback([sink, flag_sink, label] {
+    throw nibble::Error(label + ": nibble was built without CUDA (no nvcc at build time)");
+  });
 }
 
 }  // namespace nibble::cli

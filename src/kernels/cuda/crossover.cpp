@@ -4,11 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "env_table.h"
 #include "nibble/cuda/bench.h"
 #include "nibble/cuda/cublas_fp16.h"
 #include "nibble/cuda/gemm.h"
@@ -17,16 +16,6 @@
 
 namespace nibble::cuda {
 namespace {
-
-struct Table {
-  std::mutex mu;
-  bool env_checked = false;
-  std::vector<CrossoverEntry> entries;
-};
-Table& table() {
-  static Table t;
-  return t;
-}
 
 std::vector<CrossoverEntry> parse_table(const std::string& path) {
   std::ifstream in(path);
@@ -62,26 +51,20 @@ double time_us(const std::function<void(cudaStream_t)>& launch, cudaStream_t str
 
 }  // namespace
 
+static detail::EnvTable<CrossoverEntry>& table() {
+  static detail::EnvTable<CrossoverEntry> t("NIBBLE_CUDA_CROSSOVER", parse_table);
+  return t;
+}
+
 Crossover crossover_for(std::string_view format, int64_t K, int64_t N) {
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  if (!t.env_checked) {
-    t.env_checked = true;
-    if (const char* path = std::getenv("NIBBLE_CUDA_CROSSOVER"); path && *path) t.entries = parse_table(path);
-  }
-  for (const auto& e : t.entries)
-    if (e.format == format && e.K == K && e.N == N) return e.c;
+  const auto same_shape = [&](const CrossoverEntry& e) { return e.format == format && e.K == K && e.N == N; };
+  if (const auto e = table().find(same_shape)) return e->c;
   Crossover c;
   if (format.starts_with("nestedfp")) c.dequant_from_m = 1 << 30;  // no dequantize path
   return c;
 }
 
-void set_crossover_table(std::vector<CrossoverEntry> entries) {
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  t.env_checked = true;
-  t.entries = std::move(entries);
-}
+void set_crossover_table(std::vector<CrossoverEntry> entries) { table().set(std::move(entries)); }
 
 void load_crossover_table(const std::string& path) { set_crossover_table(parse_table(path)); }
 

@@ -3,25 +3,14 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "env_table.h"
 #include "nibble/error.h"
 
 namespace nibble::cuda {
 namespace {
-
-struct Table {
-  std::mutex mu;
-  std::vector<TuningEntry> entries;
-  bool env_checked = false;
-};
-Table& table() {
-  static Table t;
-  return t;
-}
 
 std::vector<TuningEntry> parse_table(const std::string& path) {
   std::ifstream in(path);
@@ -117,24 +106,18 @@ TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M)
   return c;  // small N: 2 rows per warp and the most splits K allows
 }
 
+static detail::EnvTable<TuningEntry>& table() {
+  static detail::EnvTable<TuningEntry> t("NIBBLE_CUDA_TUNING", parse_table);
+  return t;
+}
+
 TunedChoice tuned_choice(std::string_view format, int64_t K, int64_t N, int M) {
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  if (!t.env_checked) {
-    t.env_checked = true;
-    if (const char* path = std::getenv("NIBBLE_CUDA_TUNING"); path && *path) t.entries = parse_table(path);
-  }
-  for (const auto& e : t.entries)
-    if (e.format == format && e.K == K && e.N == N && e.M == M) return e.choice;
+  const auto same_case = [&](const TuningEntry& e) { return e.format == format && e.K == K && e.N == N && e.M == M; };
+  if (const auto e = table().find(same_case)) return e->choice;
   return default_choice(format, K, N, M);
 }
 
-void set_tuning_table(std::vector<TuningEntry> entries) {
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  t.env_checked = true;
-  t.entries = std::move(entries);
-}
+void set_tuning_table(std::vector<TuningEntry> entries) { table().set(std::move(entries)); }
 
 void load_tuning_table(const std::string& path) { set_tuning_table(parse_table(path)); }
 
