@@ -43,8 +43,10 @@ std::vector<CrossoverEntry> parse_table(const std::string& path) {
   return out;
 }
 
-// Median microseconds of launch() over rotated weight copies (one copy: the weights here are
-// larger than the L2 or the comparison is between paths reading the same bytes).
+// Median microseconds of launch() (CUDA-graph replay, one weight copy: not rotated, so a shape
+// whose packed weight fits the 50 MB L2 is timed partly from L2, by every path alike for the codes;
+// the dequant path's fp16 copy is larger and mostly is not. Good enough to place a switch point;
+// `nibble bench gemm` is the rotated measurement.)
 double time_us(const std::function<void(cudaStream_t)>& launch, cudaStream_t stream) {
   return time_rotated_us([&](int, cudaStream_t s) { launch(s); }, 1, stream, 8, 5);
 }
