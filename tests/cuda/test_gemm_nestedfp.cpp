@@ -185,6 +185,22 @@ TEST(GemmNestedFp8, GemmOnANestedfp8WeightEqualsItsTwoStages) {
   EXPECT_LT(std::sqrt(num / den), 0.1);
 }
 
+// From 64 rows gemm() runs nestedfp8 through cuBLASLt: the same outputs as calling it directly.
+TEST(GemmNestedFp8, GemmRoutesManyRowsToCublasLt) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  const int M = 200, N = 256, K = 512;
+  const PackedTensor t = planes("nestedfp8", nested_weights(size_t(N) * K, g), N, K);
+  GemmWeight dw = upload_gemm(t);
+  GpuBuffer<uint16_t> x(random_halves(size_t(M) * K, g, 2.0f)), y(size_t(M) * N), y2(size_t(M) * N);
+  GemmWorkspace ws;
+  y.poison(), y2.poison();
+  gemm(x.get(), M, dw, y.get(), ws, nullptr);
+  gemm_nestedfp8_cublaslt(x.get(), M, dw, y2.get(), ws, ws.cublaslt_fp8(), nullptr);
+  EXPECT_EQ(y.host(), y2.host());
+}
+
 TEST(GemmNestedFp, RejectsBadShapesAndFormats) {
   std::vector<float> w(size_t(16) * 48, 0.01f);
   EXPECT_THROW(upload_gemm(quantize("nestedfp", w.data(), 16, 48)), Error);  // K not a multiple of 64

@@ -49,7 +49,8 @@ RefStats ref_stats(const float* z, int V) {
 }
 
 TEST_F(OpsLogits, EntropyAndArgmax) {
-  for (auto [B, V] : {std::pair{1, 1}, {3, 7}, {64, 1000}, {3, 151936}}) {
+  // few rows of a large vocabulary: split over many CTAs (entropy_workspace_bytes)
+  for (auto [B, V] : {std::pair{1, 1}, {3, 7}, {64, 1000}, {3, 151936}, {1, 128256}, {2, 50001}}) {
     std::vector<float> z(size_t(B) * V);
     for (int b = 0; b < B; ++b) {
       const float sd = float(0.3 + 6 * uniform());
@@ -59,11 +60,14 @@ TEST_F(OpsLogits, EntropyAndArgmax) {
       z[2] = z[V - 1] = 1e4f;  // row 0: tied maximum, lowest index wins
       z[size_t(V) + 1] = -INFINITY;
     }
+    if (B > 1 && V > 40000)  // whole chunks of -inf (masked tokens) add nothing
+      for (int i = 0; i < 30000; ++i) z[size_t(V) + i] = -INFINITY;
     GpuBuffer<float> dz(z), ent(static_cast<size_t>(B));
     GpuBuffer<int32_t> arg(static_cast<size_t>(B));
     ent.poison();
     arg.poison();
-    ops::logits_entropy_argmax(dz.get(), B, V, ent.get(), arg.get(), nullptr);
+    GpuBuffer<uint8_t> ws(ops::entropy_workspace_bytes(B, V));
+    ops::logits_entropy_argmax(dz.get(), B, V, ent.get(), arg.get(), ws.get(), nullptr);
     const auto ge = ent.host();
     const auto ga = arg.host();
     CloseCheck check("entropy V=" + std::to_string(V));
@@ -224,7 +228,8 @@ TEST_F(OpsLogits, SampleTiesGoToLowerIds) {
 TEST(OpsLogitsArgs, BadShapesThrow) {
   GpuBuffer<float> f(16);
   GpuBuffer<int32_t> i(16);
-  EXPECT_THROW(ops::logits_entropy_argmax(f.get(), 1, 0, f.get(), i.get(), nullptr), Error);
+  EXPECT_THROW(ops::logits_entropy_argmax(f.get(), 1, 0, f.get(), i.get(), f.get(), nullptr), Error);
+  EXPECT_THROW(ops::logits_entropy_argmax(f.get(), 1, 8, f.get(), i.get(), nullptr, nullptr), Error);  // no workspace
   EXPECT_THROW(ops::token_nll(f.get(), 1, 4, nullptr, f.get(), nullptr), Error);
   EXPECT_THROW(ops::sample(f.get(), 1, 4, f.get(), f.get(), f.get(), i.get(), nullptr, nullptr), Error);
 }

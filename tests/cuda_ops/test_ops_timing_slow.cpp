@@ -2,6 +2,7 @@
 // ops at Llama-8B-like shapes; they print figures, and only check that the outputs are finite.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -85,10 +86,10 @@ TEST(OpsTimingSlow, SampleAndEntropyQwenVocab) {
     GpuBuffer<float> dz(z), temp(std::vector<float>(size_t(B), 0.7f)), top(std::vector<float>(size_t(B), 0.9f)),
         u(std::vector<float>(size_t(B), 0.42f)), ent(static_cast<size_t>(B));
     GpuBuffer<int32_t> out(static_cast<size_t>(B)), arg(static_cast<size_t>(B));
-    GpuBuffer<uint8_t> ws(ops::sample_workspace_bytes(B, V));
+    GpuBuffer<uint8_t> ws(std::max(ops::sample_workspace_bytes(B, V), ops::entropy_workspace_bytes(B, V)));
     const double us_sample = mean_us(
         [&] { ops::sample(dz.get(), B, V, temp.get(), top.get(), u.get(), out.get(), ws.get(), nullptr); });
-    const double us_ent = mean_us([&] { ops::logits_entropy_argmax(dz.get(), B, V, ent.get(), arg.get(), nullptr); });
+    const double us_ent = mean_us([&] { ops::logits_entropy_argmax(dz.get(), B, V, ent.get(), arg.get(), ws.get(), nullptr); });
     std::printf("sample B=%d V=%d (T=0.7, top_p=0.9): %.1f us; logits_entropy_argmax: %.1f us\n", B, V, us_sample,
                 us_ent);
     for (int32_t id : out.host()) EXPECT_TRUE(id >= 0 && id < V);

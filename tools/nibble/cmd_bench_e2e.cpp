@@ -43,6 +43,8 @@ struct Options {
   std::vector<int> batches{1, 4, 16, 64};
   int prompt = 512, steps = 32;
   bool quantize_lm_head = false;
+  bool profile = false;  // time one decode step op by op per batch size
+  bool no_stack = false;  // q/k/v and gate/up as separate launches (DeviceModelOptions::stack_linears)
   double time_limit = 0;  // seconds; 0: none
   std::string json, md, tuning;
 };
@@ -51,16 +53,24 @@ struct Options {
 struct Row {
   std::string model, format;
   int batch = 0, context = 0;
-  double load_s = 0, upload_s = 0, prefill_tps = 0, tps = 0, step_us = 0, floor_us = 0, reset_pct = 0, entropy_pct = 0;
+  double load_s = 0, upload_s = 0, prefill_tps = 0, tps = 0, step_us = 0, floor_us = 0, reset_pct = 0, entropy_pct = 0,
+         sampled_pct = 0;
   double weight_bytes = 0, kv_bytes = 0, fp16_tps = 0;
+  std::vector<OpTime> profile;  // --profile: the median step of kProfileSteps, op by op
 };
 
 constexpr int kPromptVocab = 49152;  // the stand-in tokenizer's size: prompts stay inside it
 constexpr int kWarmupSteps = 2;      // the first step of a batch size captures its graph
 // Decode passes per batch, in an order whose context growth cancels out between the modes.
-enum class Mode { greedy, entropy, reset };  // entropy: greedy + the device entropies copied back
-constexpr Mode kPassModes[] = {Mode::greedy, Mode::reset, Mode::entropy, Mode::entropy, Mode::reset, Mode::greedy};
+// entropy: greedy + the device entropies copied back; sampled: a fixed temperature + top-p on the
+// device (the sampler ReSET replaces, paper 002's baseline); reset: entropies, the ReSET rule on the
+// host, then its temperature + top-p on the device.
+enum class Mode { greedy, entropy, sampled, reset };
+constexpr Mode kPassModes[] = {Mode::greedy, Mode::reset,   Mode::entropy, Mode::sampled,
+                               Mode::sampled, Mode::entropy, Mode::reset,   Mode::greedy};
+constexpr float kBaselineTemperature = 0.6f;  // a common reasoning-model setting, with ReSET's top-p
 constexpr int kPasses = int(std::size(kPassModes));
+constexpr int kProfileSteps = 5;
 // --time-limit guesses a model's first format to take this per GB of safetensors (Llama-3.1-8B
 // bf16 on an H100 host: 119 s to load as stored, then ~10 s of benchmark).
 constexpr double kGuessSecondsPerGB = 8;
@@ -148,6 +158,8 @@ double time_decode(Batch& b, std::vector<int32_t>& tokens, int steps, Mode mode,
   std::vector<int> slots(static_cast<size_t>(B));
   std::iota(slots.begin(), slots.end(), 0);
   const std::vector<SampleParams> greedy(static_cast<size_t>(B));
+  std::vector<SampleParams> fixed(static_cast<size_t>(B), {kBaselineTemperature, float(ResetParams{}.top_p), 0});
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
   NIBBLE_CUDA_CHECK(cudaStreamSynchronize(b.stream()));
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) {
@@ -155,6 +167,9 @@ double time_decode(Batch& b, std::vector<int32_t>& tokens, int steps, Mode mode,
     if (mode == Mode::reset) {
       tokens = b.sample(reset.decide(b.entropies()));
       reset.accept(tokens);
+    } else if (mode == Mode::sampled) {
+      for (SampleParams& p : fixed) p.u = uniform(reset.rng);
+      tokens = b.sample(fixed);
     } else {
       if (mode == Mode::entropy) b.entropies();
       tokens = b.sample(greedy);  // host tokens: synchronous
@@ -163,9 +178,28 @@ double time_decode(Batch& b, std::vector<int32_t>& tokens, int steps, Mode mode,
   return seconds_since(t0) / steps;
 }
 
+// Op-by-op times of a decode step on slots [0, B): per op, the median over kProfileSteps steps.
+std::vector<OpTime> profile_decode(Batch& b, std::vector<int32_t>& tokens) {
+  std::vector<int> slots(tokens.size());
+  std::iota(slots.begin(), slots.end(), 0);
+  const std::vector<SampleParams> greedy(tokens.size());
+  std::vector<std::vector<OpTime>> runs;
+  for (int i = 0; i < kProfileSteps; ++i) {
+    runs.push_back(b.profile_step(slots, tokens));
+    tokens = b.sample(greedy);
+  }
+  std::vector<OpTime> out = runs[0];
+  for (size_t k = 0; k < out.size(); ++k) {
+    std::vector<double> us;
+    for (const auto& r : runs) us.push_back(r[k].us);
+    out[k].us = median(us);
+  }
+  return out;
+}
+
 // Prefills slots [0, B) with the prompt, then runs the decode passes; fills the row's step_us,
 // tps, reset_pct, entropy_pct.
-void bench_batch(Batch& b, const Model& m, const std::vector<int32_t>& prompt, int steps, Row& r) {
+void bench_batch(Batch& b, const Model& m, const std::vector<int32_t>& prompt, int steps, bool profile, Row& r) {
   const int B = r.batch;
   std::vector<int32_t> tokens(static_cast<size_t>(B));
   for (int s = 0; s < B; ++s) {
@@ -180,10 +214,12 @@ void bench_batch(Batch& b, const Model& m, const std::vector<int32_t>& prompt, i
   const double greedy = t[Mode::greedy];
   r.step_us = greedy * 1e6;
   r.tps = B / greedy;
-  r.reset_pct = 100.0 * (t[Mode::reset] - greedy) / greedy;
+  r.sampled_pct = 100.0 * (t[Mode::sampled] - greedy) / greedy;
+  r.reset_pct = 100.0 * (t[Mode::reset] - t[Mode::sampled]) / t[Mode::sampled];
   r.entropy_pct = 100.0 * (t[Mode::entropy] - greedy) / greedy;
   r.context = int(prompt.size()) + kWarmupSteps + kPasses * steps / 2;  // mean context of the timed steps
   r.kv_bytes = double(Batch::kv_cache_bytes(m.config(), B, r.context));
+  if (profile) r.profile = profile_decode(b, tokens);
 }
 
 void bench_format(const std::string& dir, const std::string& format, const Options& o, double copy_gbps,
@@ -192,7 +228,7 @@ void bench_format(const std::string& dir, const std::string& format, const Optio
   const std::unique_ptr<Model> m = Model::load(dir, load_options(dir, format, o));
   const double load_s = seconds_since(t0);
   const auto t1 = Clock::now();
-  DeviceModel dm(*m, {.progress = true});
+  DeviceModel dm(*m, {.progress = true, .stack_linears = !o.no_stack});
   const double upload_s = seconds_since(t1);
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int ctx = o.prompt + kWarmupSteps + kPasses * o.steps + 8;
@@ -202,17 +238,37 @@ void bench_format(const std::string& dir, const std::string& format, const Optio
   std::fprintf(stderr, "bench e2e: %s %s: load %.1f s, upload %.1f s, %.2f GB of weights, prefill %.0f tokens/s\n",
                model_name(dir).c_str(), format.c_str(), load_s, upload_s, dm.weight_bytes() / 1e9, prefill_tps);
   for (int B : o.batches) {
-    Row r{.model = model_name(dir), .format = format, .batch = B};
+    Row r;
+    r.model = model_name(dir), r.format = format, r.batch = B;
     r.load_s = load_s;
     r.upload_s = upload_s;
     r.prefill_tps = prefill_tps;
     r.weight_bytes = double(dm.weight_bytes());
-    bench_batch(b, *m, prompt, o.steps, r);
+    bench_batch(b, *m, prompt, o.steps, o.profile, r);
     r.floor_us = (r.weight_bytes + r.kv_bytes) / (copy_gbps * 1e3);
-    std::fprintf(stderr, "bench e2e:   batch %d: %.1f tokens/s, %.0f us/step (floor %.0f us), ReSET %+.2f%% (entropy %+.2f%%)\n",
-                 B, r.tps, r.step_us, r.floor_us, r.reset_pct, r.entropy_pct);
+    std::fprintf(stderr,
+                 "bench e2e:   batch %d: %.1f tokens/s, %.0f us/step (floor %.0f us), top-p sampling %+.2f%%, "
+                 "ReSET %+.2f%% over it (entropy %+.2f%%)\n",
+                 B, r.tps, r.step_us, r.floor_us, r.sampled_pct, r.reset_pct, r.entropy_pct);
     rows.push_back(r);
   }
+}
+
+// The --profile tables: where a decode step's time goes, per row.
+std::string profile_markdown(const std::vector<Row>& rows) {
+  std::string md;
+  for (const Row& r : rows) {
+    if (r.profile.empty()) continue;
+    double total = 0;
+    for (const OpTime& t : r.profile) total += t.us;
+    md += fmt::format(
+        "\n## Profile: {} {} batch {} (one step op by op, no graph: {:.0f} us; the graph step: {:.0f} us)\n\n"
+        "| op | calls | us | % |\n|---|---|---|---|\n",
+        r.model, r.format, r.batch, total, r.step_us);
+    for (const OpTime& t : r.profile)
+      md += fmt::format("| {} | {} | {:.1f} | {:.1f} |\n", t.op, t.calls, t.us, 100.0 * t.us / total);
+  }
+  return md;
 }
 
 // Writes --json / --md with the rows so far (after every format, so a run cut short keeps them);
@@ -226,11 +282,13 @@ void write_results(const std::vector<Row>& rows, const DeviceInfo& dev, double c
       "(cudaMemcpy D2D, read + write).\nPrefill: {} random tokens into one slot. Decode: {} CUDA-graph steps per "
       "pass after {} warm-up steps, greedy sampling on the device; tokens/s = batch / step time. floor: (weight bytes "
       "+ KV-cache bytes read at the mean context) / copy bandwidth; %floor = floor / step time; xfp16: over the FP16 "
-      "path of the same model at the same batch (same run); ReSET: extra time of a step with device entropy + host "
-      "ReSET rule + device temperature/top-p sampling over a greedy step (entropy %: the device entropies alone). Weights are random where the model says so "
-      "(`nibble init-random`). Command: `nibble bench e2e`.\n\n"
-      "| model | format | batch | prefill tok/s | decode tok/s | step us | floor us | %floor | xfp16 | ReSET % | "
-      "entropy % |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+      "path of the same model at the same batch (same run); top-p %: extra time of a step sampled on the device at "
+      "temperature 0.6, top-p 0.95 over a greedy step; ReSET %: extra time of a ReSET step (device entropies, the "
+      "host rule, its temperature + top-p on the device) over that top-p step, i.e. what ReSET adds to the sampler "
+      "it replaces (paper 002's measure); entropy %: the device entropies alone over greedy. Weights are random "
+      "where the model says so (`nibble init-random`). Command: `nibble bench e2e`.\n\n"
+      "| model | format | batch | prefill tok/s | decode tok/s | step us | floor us | %floor | xfp16 | top-p % | ReSET % | "
+      "entropy % |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       date, dev.name, dev.sm_count, copy_gbps, o.prompt, o.steps, kWarmupSteps);
   for (const Row& r : rows) {
     const double pct = 100.0 * r.floor_us / r.step_us;
@@ -238,13 +296,15 @@ void write_results(const std::vector<Row>& rows, const DeviceInfo& dev, double c
     j.push_back({{"format", r.format}, {"model", r.model}, {"batch", r.batch}, {"tokens_per_s", r.tps},
                  {"pct_of_floor", pct}, {"speedup_vs_fp16", speedup}, {"device", dev.name}, {"date", date},
                  {"prefill_tokens_per_s", r.prefill_tps}, {"step_us", r.step_us}, {"floor_us", r.floor_us},
-                 {"reset_pct_of_step", r.reset_pct}, {"entropy_pct_of_step", r.entropy_pct}, {"weight_bytes", r.weight_bytes}, {"kv_bytes", r.kv_bytes},
+                 {"reset_pct_over_topp_step", r.reset_pct}, {"topp_sampling_pct_of_step", r.sampled_pct}, {"entropy_pct_of_step", r.entropy_pct}, {"weight_bytes", r.weight_bytes}, {"kv_bytes", r.kv_bytes},
                  {"context", r.context}, {"copy_gbps", copy_gbps}, {"load_s", r.load_s}, {"upload_s", r.upload_s}, {"prompt", o.prompt},
                  {"steps", o.steps}});
-    md += fmt::format("| {} | {} | {} | {:.0f} | {:.1f} | {:.0f} | {:.0f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} |\n",
+    for (const OpTime& t : r.profile) j.back()["profile"].push_back({{"op", t.op}, {"calls", t.calls}, {"us", t.us}});
+    md += fmt::format("| {} | {} | {} | {:.0f} | {:.1f} | {:.0f} | {:.0f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
                       r.model, r.format, r.batch, r.prefill_tps, r.tps, r.step_us, r.floor_us, pct, speedup,
-                      r.reset_pct, r.entropy_pct);
+                      r.sampled_pct, r.reset_pct, r.entropy_pct);
   }
+  md += profile_markdown(rows);
   if (print) std::fputs(md.c_str(), stdout);
   auto save = [](const std::string& path, const std::string& text, const char* flag) {
     if (path.empty()) return;
@@ -321,6 +381,8 @@ static void setup_bench_e2e(CLI::App& app) {
   cmd->add_option("--prompt", opt->prompt, "prefill prompt length (default 512)");
   cmd->add_option("--batches", opt->batches, "decode batch sizes (default 1,4,16,64)")->delimiter(',');
   cmd->add_option("--steps", opt->steps, "timed decode steps per pass (default 32)");
+  cmd->add_flag("--no-stack", opt->no_stack, "run q/k/v and gate/up as separate GEMV launches (for comparison)");
+  cmd->add_flag("--profile", opt->profile, "also time one decode step op by op per batch size (Markdown: a table per row)");
   cmd->add_flag("--quantize-lm-head", opt->quantize_lm_head, "also quantize the output layer (default: kept as stored)");
   cmd->add_option("--time-limit", opt->time_limit, "seconds: start no format that would end after this (0: none)");
   cmd->add_option("--tuning", opt->tuning, "tuning table (from `nibble tune`) for the dispatcher");

@@ -1,10 +1,14 @@
 #pragma once
 // Tensor-core GEMMs for prefill and large batches: Y[M, N] = X[M, K] · W[N, K]^T, any M >= 1,
-// fp16 activations and output (bits as uint16), FP32 accumulation, mma.sync tensor cores with a
-// multi-stage cp.async pipeline (docs/gemm.md):
-//   - nestedfp  (paper 004) FP16 mode: both byte planes loaded, FP16 rebuilt in registers, exact;
+// fp16 activations and output (bits as uint16), FP32 accumulation (docs/gemm.md). From 32 rows on
+// an sm_90 GPU, Hopper wgmma kernels (B dequantized once per CTA into shared memory, TMA loads;
+// NIBBLE_WGMMA_MIN_M moves the switch); below, and elsewhere, mma.sync kernels with a multi-stage
+// cp.async pipeline:
+//   - nestedfp  (paper 004) FP16 mode: both byte planes loaded, FP16 rebuilt, exact;
 //   - nestedfp8 (paper 004) FP8 mode: upper plane only, e4m3 tensor cores (sm_89+), per-token E4M3
-//     activation quantization in front (sx = 448 / amax(row)), 2^-8 / sx in the epilogue;
+//     activation quantization in front (sx = 448 / amax(row)), 2^-8 / sx in the epilogue; from 64
+//     rows through cuBLASLt's FP8 GEMM (gemm_nestedfp8_cublaslt: its accumulation on Hopper keeps
+//     fewer bits than FP32), below through the FP32-exact mma.sync kernel;
 //   - W4A16: nvfp4, nvfp4-razer, fp4-g128, razer-fp4-g128, int4-g128, mxfp4, nf4 codes dequantized
 //     in registers into FP16 fragments (global scale in the epilogue). mxfp4's power-of-two scales
 //     are rebased into fp16 range (the shift joins the global scale); nf4 rounds level * absmax
@@ -14,6 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +26,8 @@
 #include "nibble/format.h"
 
 namespace nibble::cuda {
+
+class CublasLtFp8;
 
 // Device scratch for split-K partial sums and the FP8 activation copy. Grows on demand (a
 // cudaMalloc, so call once outside any CUDA-graph capture first); one per stream.
@@ -34,10 +41,13 @@ class GemmWorkspace {
   // 1: the quantized activations, 2: weights dequantized to fp16 for cuBLAS); growing a slot
   // frees its old contents.
   void* get(size_t bytes, int slot = 0);
+  // This stream's cuBLASLt FP8 handle (for gemm_nestedfp8_cublaslt), created on first use.
+  CublasLtFp8& cublaslt_fp8();
 
  private:
   void* p_[3] = {nullptr, nullptr, nullptr};
   size_t n_[3] = {0, 0, 0};
+  std::unique_ptr<CublasLtFp8> lt_;
 };
 
 // A weight in the GEMM kernels' layout (docs/gemm.md), owning its device memory.
@@ -114,10 +124,44 @@ class CublasLtFp8 {
   CublasLtFp8& operator=(const CublasLtFp8&) = delete;
   void gemm(const uint8_t* x8, const uint8_t* w8, uint16_t* y, int M, int N, int K, float alpha, cudaStream_t stream);
 
+  // How gemm_row_scaled applies the per-token scale. kEpilogue: cuBLASLt's outer-vector scaling
+  // (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: sm_90 with cuBLAS 12.9+; nibble::Error where
+  // cuBLASLt has no algorithm for it); kSeparatePass: FP32 output (GemmWorkspace slot 0), then a
+  // row-scale pass to fp16; kAuto: the epilogue where available, else the separate pass.
+  enum class RowScale { kAuto, kEpilogue, kSeparatePass };
+  // y[m, n] = fp16(row_scale[m] * sum_k x8[m, k] * w8[n, k]): e4m3 inputs, row_scale a device
+  // vector of M floats, one rounding to fp16. Not FP32-exact: Hopper's FP8 tensor cores keep fewer
+  // bits than FP32 between cuBLASLt's promotions to FP32 (errors up to ~1e-3 x sum|terms|, measured
+  // by tests/cuda/test_gemm_nestedfp8_lt.cpp; gemm_e4m3 is FP32-exact). Needs K a multiple of 16, N
+  // of 8, 16-byte aligned pointers. The first call of a shape picks the algorithm (and may allocate):
+  // make it outside CUDA-graph capture. Not thread-safe: one CublasLtFp8 per stream.
+  void gemm_row_scaled(const uint8_t* x8, const float* row_scale, const uint8_t* w8, uint16_t* y, int M, int N, int K,
+                       GemmWorkspace& ws, cudaStream_t stream, RowScale how = RowScale::kAuto);
+  // The path kAuto takes for this shape (looks it up on first use, like gemm_row_scaled).
+  RowScale auto_row_scale(int M, int N, int K);
+  // On (default): the first call of a shape (outside graph capture) times cuBLASLt's candidate
+  // algorithms on its own buffers (synchronously) and keeps the fastest for M in the same
+  // power-of-two bucket; off: the heuristic's first choice.
+  void set_autotune(bool on);
+
  private:
+  struct Plans;  // descriptors and algorithms per shape and path, cached
   void* handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  std::unique_ptr<Plans> plans_;
 };
+
+// NestedFP8 on cuBLASLt's FP8 tensor cores: x quantized per token (quantize_rows_e4m3_vec, into ws
+// slot 1), then lt.gemm_row_scaled with the upper plane [N, K] used as stored. The two-stage
+// definition (quantize_rows_e4m3, gemm_e4m3) with the same quantized inputs and scales, but the
+// accumulation precision of cuBLASLt FP8 on Hopper (see gemm_row_scaled). w: nestedfp8 or
+// nestedfp (same upper plane). The routing for gemm(): lt = ws.cublaslt_fp8().
+void gemm_nestedfp8_cublaslt(const uint16_t* x, int M, const GemmWeight& w, uint16_t* y, GemmWorkspace& ws,
+                             CublasLtFp8& lt, cudaStream_t stream,
+                             CublasLtFp8::RowScale how = CublasLtFp8::RowScale::kAuto);
+
+// quantize_rows_e4m3 with 16-byte loads, bit-identical to it; K a multiple of 8, x 16-byte aligned.
+void quantize_rows_e4m3_vec(const uint16_t* x, int M, int K, uint8_t* x8, float* row_scale, cudaStream_t stream);
 
 }  // namespace nibble::cuda

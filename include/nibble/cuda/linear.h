@@ -48,6 +48,10 @@ class DeviceWeight {
   void* aux = nullptr;          // second metadata plane (int4 zero points), or null
   void* qweight_mma = nullptr;  // the codes again in the tensor-core tile layout (null: no such path)
   size_t qweight_bytes = 0, scales_bytes = 0, aux_bytes = 0, qweight_mma_bytes = 0;
+  // A stack (upload_stacked): rows and global scale of each part, in order; empty for one weight.
+  std::vector<int64_t> part_rows;
+  std::vector<float> part_scales;
+  bool silu_pairs = false;  // a gate/up stack with interleaved rows whose output is silu(gate) * up
 
   // Bytes one GEMV must read from device memory for this weight (its storage cost).
   size_t bytes() const { return qweight_bytes + scales_bytes + aux_bytes; }
@@ -68,6 +72,16 @@ std::vector<std::string> kernel_formats();
 // the group size and of 32).
 DeviceWeight upload(const PackedTensor& t, std::string_view name = "weight");
 
+// Weights of one format and K stacked along N (2 or 3: q/k/v, gate/up) into one DeviceWeight, so
+// that one launch computes them all (the multi-output linear() below): small-N parts no longer run
+// as launches too small to fill the GPU. Each part keeps its own global scale; the RaZeR special
+// values must agree. Throws nibble::Error like upload(), naming the part at fault.
+DeviceWeight upload_stacked(const std::vector<const PackedTensor*>& parts, std::string_view name = "weights");
+// gate and up (same shape) with their rows interleaved: linear() on it writes one output,
+// silu(gate) * up ([M, rows of gate]), each of gate and up rounded to fp16 first, as the separate
+// GEMV then ops::silu_mul would compute it: the SwiGLU activation fused into the GEMV.
+DeviceWeight upload_silu_pair(const PackedTensor& gate, const PackedTensor& up, std::string_view name = "gate_up");
+
 struct LinearOptions {
   Fp4Decode fp4_decode = Fp4Decode::automatic;
   int rows_per_warp = 0;  // CUDA cores: 0 lets the dispatcher / tuning table choose (2 or 4)
@@ -80,6 +94,10 @@ struct LinearOptions {
 // Y = X · W^T. x: [M, K] fp16 (row-major, bits as uint16), y: [M, N] fp16, both on the device.
 // M in 1..16. Asynchronous on `stream`; throws nibble::Error on bad arguments or launch failure.
 void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaStream_t stream,
+            const LinearOptions& opt = {});
+// The same for a stack: ys[i] ([M, rows of part i]) receives part i's outputs. One weight and a
+// silu pair take one output.
+void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
             const LinearOptions& opt = {});
 
 // NF4 dequantization to fp16 [N, K] (paper 003): the branch-tree baseline and the shared-memory

@@ -69,8 +69,10 @@ void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32
 void half_to_float(const uint16_t* x, int64_t n, float* y, cudaStream_t stream);
 
 // Per row b of FP32 logits [B, V]: entropy (nats) of softmax at temperature 1 (the ReSET signal),
-// and the argmax (lowest index on ties; NaN logits never win). Either output may be null.
-void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, int32_t* argmax,
+// and the argmax (lowest index on ties; NaN logits never win). Either output may be null. Few rows
+// are split over many CTAs, whose partial sums go to `workspace` (entropy_workspace_bytes(B, V)).
+size_t entropy_workspace_bytes(int B, int V);
+void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, int32_t* argmax, void* workspace,
                            cudaStream_t stream);
 
 // Per row b: draws a token from softmax(logits[b] / temperature[b]) restricted to the nucleus

@@ -27,7 +27,8 @@ namespace nibble::cuda {
 class DeviceLinear;
 
 struct DeviceModelOptions {
-  bool progress = false;  // progress bar while uploading
+  bool progress = false;      // progress bar while uploading
+  bool stack_linears = true;  // q/k/v and gate/up each as one GEMV launch (false: one per weight)
 };
 
 class DeviceModel {
@@ -69,6 +70,13 @@ struct SampleParams {
   float u = 0;            // the uniform draw in [0, 1) for this step (host RNG)
 };
 
+// Device time of one kind of op in a profiled step (Batch::profile_step).
+struct OpTime {
+  std::string op;  // "q", "attention", "lm_head", ...
+  int calls = 0;   // launches of it in the step (one per layer for most)
+  double us = 0;   // summed over the step
+};
+
 class Batch {
  public:
   // Allocates the KV cache (FP16) and scratch for max_batch x max_context. Throws nibble::Error
@@ -100,6 +108,9 @@ class Batch {
   std::vector<int32_t> sample(std::span<const SampleParams> params);
   // step() then logits().
   std::vector<float> decode(std::span<const int> slots, std::span<const int32_t> tokens);
+  // step(), timed op by op (no graph; the kernels run back to back once the step is queued):
+  // where a decode step's time goes, per op name in order of first launch.
+  std::vector<OpTime> profile_step(std::span<const int> slots, std::span<const int32_t> tokens);
 
   void reset(int slot);  // position 0
   int position(int slot) const;

@@ -32,9 +32,9 @@ struct TuningEntry {
 
 // The table's entry for this case, else the heuristic (exact M match; else the heuristic).
 TunedChoice tuned_choice(std::string_view format, int64_t K, int64_t N, int M);
-// The heuristic alone: tensor cores for M >= 2 where there is a tile layout; on CUDA cores 4 rows
-// per warp (2 from M = 5) and the fewest K splits that launch >= 3 CTAs per SM without leaving a
-// split less than one full step (2048 elements) of a row.
+// The heuristic alone: tensor cores for M >= 2 where there is a tile layout; on CUDA cores 2 rows
+// per warp and the fewest K splits that launch ~2 CTAs per SM and leave each split at most 8192
+// elements of a row, never a split shorter than one full step (2048 elements).
 TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M);
 
 // Replaces the table in use (thread-safe). load_tuning_table throws nibble::Error naming the file

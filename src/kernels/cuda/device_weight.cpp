@@ -83,6 +83,7 @@ DeviceWeight& DeviceWeight::operator=(DeviceWeight&& o) noexcept {
     qweight_mma_bytes = std::exchange(o.qweight_mma_bytes, 0);
     qweight_bytes = std::exchange(o.qweight_bytes, 0), scales_bytes = std::exchange(o.scales_bytes, 0);
     aux_bytes = std::exchange(o.aux_bytes, 0);
+    part_rows = std::move(o.part_rows), part_scales = std::move(o.part_scales), silu_pairs = o.silu_pairs;
   }
   return *this;
 }
@@ -152,6 +153,70 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name) {
     w.qweight_mma = to_device(tiles), w.qweight_mma_bytes = tiles.size();
   }
   w.scales = to_device(*sp), w.scales_bytes = sp->size();
+  return w;
+}
+
+namespace {
+
+// The parts' planes row after row (interleave = false) or row i of every part, then row i + 1
+// (interleave = true, equal row counts). Checks what stacking needs; upload() checks the rest.
+PackedTensor stack_rows(const std::vector<const PackedTensor*>& parts, bool interleave, std::string_view name) {
+  const PackedTensor& first = *parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const PackedTensor& p = *parts[i];
+    if (p.format != first.format || p.cols != first.cols || p.block != first.block)
+      throw Error(fmt::format("weights '{}': part {} is {} [{}, {}] block {}, part 0 is {} [{}, {}] block {}", name,
+                              i, p.format, p.rows, p.cols, p.block, first.format, first.rows, first.cols, first.block));
+    if (p.sv_a != first.sv_a || p.sv_b != first.sv_b)
+      throw Error(fmt::format("weights '{}': part {} has other RaZeR special values than part 0", name, i));
+    if (interleave && p.rows != first.rows)
+      throw Error(fmt::format("weights '{}': part {} has {} rows, part 0 {}: rows interleave only for equal counts",
+                              name, i, p.rows, first.rows));
+  }
+  PackedTensor all = first;
+  all.global_scale = 1.0f;
+  all.rows = 0;
+  for (const PackedTensor* p : parts) all.rows += p->rows;
+  using Plane = std::vector<uint8_t> PackedTensor::*;
+  for (Plane plane : {&PackedTensor::qweight, &PackedTensor::scales, &PackedTensor::aux}) {
+    std::vector<uint8_t>& out = all.*plane;
+    out.clear();
+    for (const PackedTensor* p : parts)
+      if ((p->*plane).size() % size_t(p->rows))
+        throw Error(fmt::format("weights '{}': a plane of {} bytes does not split into {} rows", name,
+                                (p->*plane).size(), p->rows));
+    if (!interleave) {
+      for (const PackedTensor* p : parts) out.insert(out.end(), (p->*plane).begin(), (p->*plane).end());
+      continue;
+    }
+    const size_t row_bytes = (first.*plane).size() / size_t(first.rows);
+    for (int64_t r = 0; r < first.rows; ++r)
+      for (const PackedTensor* p : parts) {
+        const auto row = (p->*plane).begin() + ptrdiff_t(size_t(r) * row_bytes);
+        out.insert(out.end(), row, row + ptrdiff_t(row_bytes));
+      }
+  }
+  return all;
+}
+
+}  // namespace
+
+DeviceWeight upload_stacked(const std::vector<const PackedTensor*>& parts, std::string_view name) {
+  if (parts.size() < 2 || parts.size() > 3)
+    throw Error(fmt::format("weights '{}': a stack takes 2 or 3 weights, got {}", name, parts.size()));
+  DeviceWeight w = upload(stack_rows(parts, false, name), name);
+  for (const PackedTensor* p : parts) {
+    w.part_rows.push_back(p->rows);
+    w.part_scales.push_back(p->global_scale);
+  }
+  return w;
+}
+
+DeviceWeight upload_silu_pair(const PackedTensor& gate, const PackedTensor& up, std::string_view name) {
+  DeviceWeight w = upload(stack_rows({&gate, &up}, true, name), name);
+  w.part_rows = {gate.rows, up.rows};
+  w.part_scales = {gate.global_scale, up.global_scale};
+  w.silu_pairs = true;
   return w;
 }
 

@@ -1,6 +1,7 @@
 // linear(): argument checks and the choice of kernel (format, decoder, rows per warp).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "gemv_args.h"
@@ -59,9 +60,19 @@ void fill_sv_table(GemvArgs& a) {
 
 void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaStream_t stream,
             const LinearOptions& opt) {
+  linear(x, M, w, std::vector<uint16_t*>{y}, stream, opt);
+}
+
+void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
+            const LinearOptions& opt) {
+  const size_t parts = w.silu_pairs ? 1 : std::max<size_t>(1, w.part_rows.size());
+  if (ys.size() != parts)
+    throw Error(fmt::format("linear '{}': {} outputs for a weight of {} part(s)", w.format, ys.size(), parts));
+  for (uint16_t* y : ys)
+    if (!y) throw Error(fmt::format("linear '{}': null output pointer", w.format));
   if (M < 1 || M > 16) throw Error(fmt::format("linear '{}': M = {} is outside 1..16", w.format, M));
   if (!w.qweight) throw Error(fmt::format("linear '{}': the weight was not uploaded", w.format));
-  if (!x || !y || !aligned16(x)) throw Error(fmt::format("linear '{}': x must be a 16-byte aligned device pointer", w.format));
+  if (!x || !aligned16(x)) throw Error(fmt::format("linear '{}': x must be a 16-byte aligned device pointer", w.format));
   if (opt.rows_per_warp != 0 && opt.rows_per_warp != 2 && opt.rows_per_warp != 4)
     throw Error(fmt::format("linear '{}': rows_per_warp = {} (allowed: 0, 2, 4)", w.format, opt.rows_per_warp));
   if (opt.k_splits != 0 && !valid_k_splits(opt.k_splits))
@@ -90,9 +101,18 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaSt
   a.scales = static_cast<const uint8_t*>(w.scales);
   a.aux = static_cast<const uint8_t*>(w.aux);
   a.x = reinterpret_cast<const __half*>(x);
-  a.y = reinterpret_cast<__half*>(y);
+  a.y = reinterpret_cast<__half*>(ys[0]);
   a.M = M, a.N = int(w.N), a.K = int(w.K);
   a.out_scale = w.global_scale, a.sv_a = w.sv_a, a.sv_b = w.sv_b;
+  if (w.silu_pairs) {  // one output: silu(gate) * up
+    a.silu_pairs = true;
+    a.out_scale = w.part_scales[0], a.out_scale1 = w.part_scales[1];
+  } else if (parts > 1) {  // a stack: per-part outputs and global scales
+    a.n0 = int(w.part_rows[0]), a.n1 = int(w.part_rows[1]);
+    a.out_scale = w.part_scales[0], a.out_scale1 = w.part_scales[1];
+    a.y1 = reinterpret_cast<__half*>(ys[1]);
+    if (parts > 2) a.out_scale2 = w.part_scales[2], a.y2 = reinterpret_cast<__half*>(ys[2]);
+  }
   a.k_splits = choice.k_splits;
   detail::fill_sv_table(a);
   if (choice.engine == Engine::tensor_cores) {

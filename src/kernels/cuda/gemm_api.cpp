@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "gemm_kernels.cuh"
+#include "gemm_wgmma.cuh"
 #include "nibble/cuda/check.h"
 #include "nibble/cuda/gemm.h"
 #include "nibble/error.h"
@@ -118,8 +120,34 @@ std::vector<uint32_t> repack_meta(const PackedTensor& t, std::string_view name, 
   return out;
 }
 
+// From this many rows on, the Hopper wgmma kernels (gemm_wgmma_*.cu) run the fp16 paths on sm_90;
+// below, and on other GPUs, the mma.sync kernels (docs/perf/gemm-notes.md, "wgmma"). The
+// environment variable NIBBLE_WGMMA_MIN_M overrides it (benchmarks: a huge value disables wgmma).
+bool use_wgmma(int M) {
+  static const int min_m = [] {
+    const char* e = std::getenv("NIBBLE_WGMMA_MIN_M");
+    return e && *e ? std::atoi(e) : 32;
+  }();
+  return M >= min_m && wg::supported();
+}
+
+// nestedfp8 from this many rows on: cuBLASLt's FP8 GEMM (3-5x the mma.sync e4m3 kernel, whose
+// accumulation is FP32-exact where cuBLASLt's FP8 accumulation on Hopper is not; see gemm.h).
+constexpr int kNestedFp8LtMinM = 64;
+
 tc::W4Decode w4_decode(std::string_view format) {
   return format == "int4-g128" ? tc::W4Decode::int4 : format == "nf4" ? tc::W4Decode::nf4 : tc::W4Decode::fp4;
+}
+
+void w4a16_routed(const uint16_t* x, int M, const GemmWeight& w, uint16_t* y, GemmWorkspace& ws, int split_k,
+                  cudaStream_t stream, const float* row_scale) {
+  const auto* codes = static_cast<const uint32_t*>(w.codes);
+  const auto* meta = static_cast<const uint32_t*>(w.meta);
+  const int N = int(w.N), K = int(w.K);
+  if (use_wgmma(M))
+    wg::w4a16(x, M, codes, meta, w.block, w4_decode(w.format), N, K, w.global_scale, y, ws, split_k, stream, row_scale);
+  else
+    tc::w4a16(x, M, codes, meta, w.block, w4_decode(w.format), N, K, w.global_scale, y, ws, split_k, stream, row_scale);
 }
 
 void* upload_bytes(const void* host, size_t bytes) {
@@ -197,16 +225,21 @@ void gemm(const uint16_t* x, int M, const GemmWeight& w, uint16_t* y, GemmWorksp
   if (!w.codes) throw Error("gemm: empty GemmWeight");
   const int N = int(w.N), K = int(w.K);
   if (w.format == "nestedfp") {
-    tc::nestedfp16(x, M, static_cast<const uint8_t*>(w.codes), static_cast<const uint8_t*>(w.meta), N, K, y, ws,
-                   opt.split_k, stream);
+    const auto* upper = static_cast<const uint8_t*>(w.codes);
+    const auto* lower = static_cast<const uint8_t*>(w.meta);
+    if (use_wgmma(M))
+      wg::nestedfp16(x, M, upper, lower, N, K, y, ws, opt.split_k, stream);
+    else
+      tc::nestedfp16(x, M, upper, lower, N, K, y, ws, opt.split_k, stream);
+  } else if (w.format == "nestedfp8" && M >= kNestedFp8LtMinM) {
+    gemm_nestedfp8_cublaslt(x, M, w, y, ws, ws.cublaslt_fp8(), stream);
   } else if (w.format == "nestedfp8") {
     auto* x8 = static_cast<uint8_t*>(ws.get(size_t(M) * K + size_t(M) * sizeof(float) + 256, 1));
     auto* row_scale = reinterpret_cast<float*>(x8 + (size_t(M) * K + 255) / 256 * 256);
     quantize_rows_e4m3(x, M, K, x8, row_scale, stream);
     gemm_e4m3(x8, row_scale, M, static_cast<const uint8_t*>(w.codes), N, K, y, ws, stream, opt);
   } else {
-    tc::w4a16(x, M, static_cast<const uint32_t*>(w.codes), static_cast<const uint32_t*>(w.meta), w.block,
-              w4_decode(w.format), N, K, w.global_scale, y, ws, opt.split_k, stream);
+    w4a16_routed(x, M, w, y, ws, opt.split_k, stream, nullptr);
   }
 }
 
@@ -225,9 +258,7 @@ void gemm_w4a4(const uint16_t* x, int M, const GemmWeight& w, std::string_view a
   auto* xq = static_cast<uint8_t*>(ws.get(xq_bytes + size_t(M) * sizeof(float), 1));
   auto* row_scale = reinterpret_cast<float*>(xq + xq_bytes);
   quantize_rows_nvfp4(x, M, int(w.K), act_format, act_sv, reinterpret_cast<uint16_t*>(xq), row_scale, stream);
-  tc::w4a16(reinterpret_cast<const uint16_t*>(xq), M, static_cast<const uint32_t*>(w.codes),
-            static_cast<const uint32_t*>(w.meta), w.block, w4_decode(w.format), int(w.N), int(w.K), w.global_scale, y,
-            ws, opt.split_k, stream, row_scale);
+  w4a16_routed(reinterpret_cast<const uint16_t*>(xq), M, w, y, ws, opt.split_k, stream, row_scale);
 }
 
 }  // namespace nibble::cuda

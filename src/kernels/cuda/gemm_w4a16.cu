@@ -11,6 +11,7 @@
 
 #include "gemm_kernels.cuh"
 #include "gemm_launch.cuh"
+#include "gemm_w4_decode.cuh"
 #include "nf4_levels.cuh"
 #include "nibble/error.h"
 
@@ -62,30 +63,8 @@ struct W4 {
       if (threadIdx.x < 16) const_cast<float*>(lut<T::BN>(Bs))[threadIdx.x] = detail::kNf4Levels[threadIdx.x];
   }
 
-  // Codes of pair p (nibbles p and p + 4 of w) -> two fp16 weights times the group scale.
   __device__ __forceinline__ static uint32_t decode(uint32_t w, int p, uint32_t meta, const float* levels) {
-    const uint32_t x = w >> (4 * p);
-    if constexpr (D == W4Decode::nf4) {  // level * absmax in FP32, rounded once to fp16
-      const float s = __uint_as_float(meta);
-      const __half2 r = __floats2half2_rn(levels[x & 0xF] * s, levels[(x >> 16) & 0xF] * s);
-      return *reinterpret_cast<const uint32_t*>(&r);
-    }
-    const __half2 scale = __halves2half2(__ushort_as_half(uint16_t(meta)), __ushort_as_half(uint16_t(meta)));
-    const uint32_t hi = __byte_perm(meta, 0, 0x3232);
-    __half2 v;
-    if constexpr (D == W4Decode::fp4) {
-      // S EEM -> fp16 S 000EE M000000000: the FP4 value times 2^-14, subnormals included.
-      const uint32_t h = ((x & 0x00080008u) << 12) | ((x & 0x00070007u) << 9);
-      const uint32_t special = __vcmpeq2(h, 0x80008000u);  // -0 is the special value
-      const __half2 f = __hmul2(*reinterpret_cast<const __half2*>(&h), __float2half2_rn(16384.0f));
-      const uint32_t hv = (*reinterpret_cast<const uint32_t*>(&f) & ~special) | (hi & special);
-      v = *reinterpret_cast<const __half2*>(&hv);
-    } else {
-      const uint32_t h = (x & 0x000F000Fu) | 0x64006400u;  // fp16 1024 + q
-      v = __hsub2(*reinterpret_cast<const __half2*>(&h), *reinterpret_cast<const __half2*>(&hi));
-    }
-    const __half2 r = __hmul2(v, scale);
-    return *reinterpret_cast<const uint32_t*>(&r);
+    return w4_decode_pair<D>(w, p, meta, levels);
   }
 
   // k-step ks: pairs 2 (ks & 1) and 2 (ks & 1) + 1 of the word of 32-k chunk ks / 2.

@@ -16,6 +16,7 @@
 
 #include "decode.cuh"
 #include "gemv_args.h"
+#include "pdl.cuh"
 
 namespace nibble::cuda::detail {
 
@@ -163,12 +164,16 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
   if constexpr (kPrefetch) {
     ChunkSet<F, R, U> cur, nxt;
     if (c0 < nch) cur.load(qrow, srow, a, c0, nchunks);
+    pdl_wait();  // the weights are constant: their first chunks load while the previous kernel ends
+    pdl_trigger();
     for (; c0 < nch; c0 += step) {
       if (c0 + step < nch) nxt.load(qrow, srow, a, c0 + step, nchunks);
       dot(cur, c0);
       cur = nxt;
     }
   } else {
+    pdl_wait();
+    pdl_trigger();
     for (; c0 < nch; c0 += step) {
       ChunkSet<F, R, U> cur;
       cur.load(qrow, srow, a, c0, nchunks);
@@ -176,29 +181,31 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
     }
   }
 
-  const float f = a.out_scale * F::kOutFactor;
+  // Every lane ends with every sum; different lanes store different outputs, rows in pairs (R is
+  // even, row0 too), so a silu pair's gate and up rows meet in one lane.
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      float v = acc[r][m];
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-      // every lane now holds the sum; a different lane stores each output
-      const int j = r * MT + m;
-      if (lane == j % 32) {
-        if (ks > 1) red[warp][j] = v;
-        else if (m < a.M && row0 + r < a.N) a.y[size_t(m) * a.N + row0 + r] = __float2half_rn(v * f);
-      }
+      for (int o = 16; o > 0; o >>= 1) acc[r][m] += __shfl_xor_sync(0xFFFFFFFFu, acc[r][m], o);
+      if (ks > 1 && lane == (r * MT + m) % 32) red[warp][r * MT + m] = acc[r][m];
     }
-  if (ks == 1) return;  // uniform over the CTA
+  if (ks == 1) {  // uniform over the CTA
+#pragma unroll
+    for (int r = 0; r < R; r += 2)
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+        if (lane == (r * MT + m) % 32 && m < a.M) store_rows2(a, m, row0 + r, acc[r][m], acc[r + 1][m], F::kOutFactor);
+    return;
+  }
   __syncthreads();
   if (slot != 0) return;
-  for (int j = lane; j < R * MT; j += 32) {
-    const int r = j / MT, m = j % MT;
-    float v = 0.0f;
-    for (int s = 0; s < ks; ++s) v += red[warp + s][j];
-    if (m < a.M && row0 + r < a.N) a.y[size_t(m) * a.N + row0 + r] = __float2half_rn(v * f);
+  for (int j = lane; j < R / 2 * MT; j += 32) {
+    const int r = 2 * (j / MT), m = j % MT;
+    float v0 = 0.0f, v1 = 0.0f;
+    for (int s = 0; s < ks; ++s) v0 += red[warp + s][r * MT + m], v1 += red[warp + s][(r + 1) * MT + m];
+    if (m < a.M) store_rows2(a, m, row0 + r, v0, v1, F::kOutFactor);
   }
 }
 
@@ -209,7 +216,7 @@ void launch_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
   const int R = rows_per_warp == 4 && a.M <= 8 ? 4 : 2;  // 4 rows x 16 tokens would spill
   const int rows_per_cta = kWarps / a.k_splits * R;
   const dim3 grid((a.N + rows_per_cta - 1) / rows_per_cta);
-  auto go = [&](auto kernel) { kernel<<<grid, kThreads, 0, s>>>(a); };
+  auto go = [&](auto kernel) { launch_pdl(kernel, grid, kThreads, 0, s, a); };
   if (R == 4) {
     if (a.M <= 1) go(gemv_kernel<F, 1, 4>);
     else if (a.M <= 2) go(gemv_kernel<F, 2, 4>);

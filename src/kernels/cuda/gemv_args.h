@@ -22,7 +22,51 @@ struct GemvArgs {
   // indices may be used in kernels (a dynamic index copies the whole argument block to local memory).
   uint32_t sv_h2[2] = {0, 0};
   int k_splits = 1;                 // CUDA-core kernel: warps of a CTA that share rows, splitting K
+  // Stacked weights (q/k/v or gate/up in one launch, DeviceWeight::parts): rows [0, n0) go to y
+  // ([M, n0]) times out_scale, rows [n0, n0 + n1) to y1 ([M, n1]) times out_scale1, the rest to y2
+  // times out_scale2. n0 = 0: one weight, every row to y ([M, N]).
+  int n0 = 0, n1 = 0;
+  __half* y1 = nullptr;
+  __half* y2 = nullptr;
+  float out_scale1 = 1.0f, out_scale2 = 1.0f;
+  // A gate/up stack with interleaved rows (2i: gate i, 2i + 1: up i): y ([M, N / 2]) receives
+  // silu(gate) * up, each of the two first rounded to fp16 as the unfused GEMV would, then the
+  // expression of ops::silu_mul. Scales: out_scale (gate), out_scale1 (up).
+  bool silu_pairs = false;
 };
+
+#ifdef __CUDACC__
+// Stores output (m, row) = v * out_scale * factor (factor: the format's kOutFactor) where it goes.
+__device__ __forceinline__ void store_y(const GemvArgs& a, int m, int row, float v, float factor) {
+  if (a.n0 == 0) {
+    a.y[size_t(m) * a.N + row] = __float2half_rn(v * (a.out_scale * factor));
+  } else if (row < a.n0) {
+    a.y[size_t(m) * a.n0 + row] = __float2half_rn(v * (a.out_scale * factor));
+  } else if (row < a.n0 + a.n1) {
+    a.y1[size_t(m) * a.n1 + (row - a.n0)] = __float2half_rn(v * (a.out_scale1 * factor));
+  } else {
+    const int n2 = a.N - a.n0 - a.n1;
+    a.y2[size_t(m) * n2 + (row - a.n0 - a.n1)] = __float2half_rn(v * (a.out_scale2 * factor));
+  }
+}
+
+// silu(gate) * up for the row pair (row, row + 1) of a silu_pairs stack (row even).
+__device__ __forceinline__ void store_silu_pair(const GemvArgs& a, int m, int row, float vg, float vu, float factor) {
+  const float g = __half2float(__float2half_rn(vg * (a.out_scale * factor)));
+  const float u = __half2float(__float2half_rn(vu * (a.out_scale1 * factor)));
+  a.y[size_t(m) * (a.N / 2) + row / 2] = __float2half_rn(g / (1.0f + __expf(-g)) * u);
+}
+
+// Outputs of rows row and row + 1 (row even) for token m: a silu pair, or two plain outputs.
+__device__ __forceinline__ void store_rows2(const GemvArgs& a, int m, int row, float v0, float v1, float factor) {
+  if (a.silu_pairs) {
+    if (row < a.N) store_silu_pair(a, m, row, v0, v1, factor);
+    return;
+  }
+  if (row < a.N) store_y(a, m, row, v0, factor);
+  if (row + 1 < a.N) store_y(a, m, row + 1, v1, factor);
+}
+#endif
 
 constexpr int kThreads = 256;  // 8 warps per CTA, each warp owns R whole rows of W
 constexpr int kWarps = kThreads / 32;

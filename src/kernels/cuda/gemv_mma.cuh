@@ -117,12 +117,16 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(const GemvArgs a) {
     Stage cur, nxt;
     int c0 = warp;
     if (c0 < nchunks) load(cur, c0);
+    pdl_wait();  // the weights are constant: their first chunks load while the previous kernel ends
+    pdl_trigger();
     for (; c0 < nchunks; c0 += kStep) {
       if (c0 + kStep < nchunks) load(nxt, c0 + kStep);
       compute(cur, c0);
       cur = nxt;
     }
   } else {
+    pdl_wait();
+    pdl_trigger();
     for (int c0 = warp; c0 < nchunks; c0 += kStep) {
       Stage cur;
       load(cur, c0);
@@ -135,7 +139,6 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(const GemvArgs a) {
     for (int i = 0; i < 4; ++i) red[warp][n * 4 + i][lane] = acc[n][i];
   __syncthreads();
   if (warp != 0) return;
-  const float f = a.out_scale * F::kOutFactor;
 #pragma unroll
   for (int n = 0; n < NT; ++n)
 #pragma unroll
@@ -144,15 +147,20 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(const GemvArgs a) {
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) v += red[w][n * 4 + i][lane];
       const int token = n * 8 + 2 * t + (i & 1), row = (i < 2) ? row0 : row1;
-      if (token < a.M && row < a.N) a.y[size_t(token) * a.N + row] = __float2half_rn(v * f);
+      if (a.silu_pairs) {  // the pair's up row (g + 1) sits 4 lanes over
+        const float vu = __shfl_xor_sync(0xFFFFFFFFu, v, 4);
+        if ((g & 1) == 0 && token < a.M && row < a.N) store_silu_pair(a, token, row, v, vu, F::kOutFactor);
+      } else if (token < a.M && row < a.N) {
+        store_y(a, token, row, v, F::kOutFactor);
+      }
     }
 }
 
 template <class F>
 void launch_gemv_mma(const GemvArgs& a, cudaStream_t s) {
   const dim3 grid((a.N + 15) / 16);
-  if (a.M <= 8) gemv_mma_kernel<F, 1><<<grid, kThreads, 0, s>>>(a);
-  else gemv_mma_kernel<F, 2><<<grid, kThreads, 0, s>>>(a);
+  if (a.M <= 8) launch_pdl(gemv_mma_kernel<F, 1>, grid, kThreads, 0, s, a);
+  else launch_pdl(gemv_mma_kernel<F, 2>, grid, kThreads, 0, s, a);
 }
 
 }  // namespace nibble::cuda::detail

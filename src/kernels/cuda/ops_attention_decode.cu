@@ -10,9 +10,13 @@
 #include "gemm_launch.cuh"
 #include "nibble/cuda/ops.h"
 #include "ops_common.cuh"
+#include "pdl.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
+using cuda::detail::launch_pdl;
+using cuda::detail::pdl_trigger;
+using cuda::detail::pdl_wait;
 
 namespace {
 
@@ -48,6 +52,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
   __shared__ float s_p[HPC][kMaxChunk];
   __shared__ float s_red[kWarps][HPC][D];
   __shared__ float s_m[HPC];
+  pdl_wait();
+  pdl_trigger();
 
   const int b = blockIdx.z, heads_blocks = a.group / HPC;
   const int g = blockIdx.y / heads_blocks, h0 = g * a.group + (blockIdx.y % heads_blocks) * HPC;
@@ -159,6 +165,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
 // One CTA of D threads per (head, sequence): out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c - M) l_c.
 template <int D>
 __global__ void __launch_bounds__(D) attention_decode_combine_kernel(const DecodeArgs a) {
+  pdl_wait();
+  pdl_trigger();
   const int h = blockIdx.x, b = blockIdx.y, e = threadIdx.x;
   const int p = a.pos[b], s = a.slot[b];
   uint16_t* o = a.out + (int64_t(b) * a.nh + h) * D;
@@ -182,10 +190,10 @@ __global__ void __launch_bounds__(D) attention_decode_combine_kernel(const Decod
 template <int D>
 void launch_split(const DecodeArgs& a, dim3 grid, int hpc, cudaStream_t stream) {
   switch (hpc) {
-    case 8: attention_decode_split_kernel<D, 8><<<grid, kThreads, 0, stream>>>(a); break;
-    case 4: attention_decode_split_kernel<D, 4><<<grid, kThreads, 0, stream>>>(a); break;
-    case 2: attention_decode_split_kernel<D, 2><<<grid, kThreads, 0, stream>>>(a); break;
-    default: attention_decode_split_kernel<D, 1><<<grid, kThreads, 0, stream>>>(a); break;
+    case 8: launch_pdl(attention_decode_split_kernel<D, 8>, grid, kThreads, 0, stream, a); break;
+    case 4: launch_pdl(attention_decode_split_kernel<D, 4>, grid, kThreads, 0, stream, a); break;
+    case 2: launch_pdl(attention_decode_split_kernel<D, 2>, grid, kThreads, 0, stream, a); break;
+    default: launch_pdl(attention_decode_split_kernel<D, 1>, grid, kThreads, 0, stream, a); break;
   }
 }
 
@@ -236,10 +244,10 @@ void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32
   const dim3 grid{unsigned(n_chunks(chunk)), unsigned(nkv * (group / hpc)), unsigned(B)};
   if (d == 64) {
     launch_split<64>(a, grid, hpc, stream);
-    attention_decode_combine_kernel<64><<<dim3{unsigned(nh), unsigned(B)}, 64, 0, stream>>>(a);
+    launch_pdl(attention_decode_combine_kernel<64>, dim3{unsigned(nh), unsigned(B)}, 64, 0, stream, a);
   } else {
     launch_split<128>(a, grid, hpc, stream);
-    attention_decode_combine_kernel<128><<<dim3{unsigned(nh), unsigned(B)}, 128, 0, stream>>>(a);
+    launch_pdl(attention_decode_combine_kernel<128>, dim3{unsigned(nh), unsigned(B)}, 128, 0, stream, a);
   }
   check_launch(fn);
 }

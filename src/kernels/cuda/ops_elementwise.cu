@@ -3,9 +3,13 @@
 
 #include "nibble/cuda/ops.h"
 #include "ops_common.cuh"
+#include "pdl.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
+using cuda::detail::launch_pdl;
+using cuda::detail::pdl_trigger;
+using cuda::detail::pdl_wait;
 
 namespace {
 
@@ -14,6 +18,8 @@ constexpr int kThreads = 256;
 int grid_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
 
 __global__ void embed_kernel(const uint16_t* table, const int32_t* ids, int H, float* x) {
+  pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x;
   const uint16_t* row = table + int64_t(ids[t]) * H;
   float* out = x + int64_t(t) * H;
@@ -21,11 +27,15 @@ __global__ void embed_kernel(const uint16_t* table, const int32_t* ids, int H, f
 }
 
 __global__ void add_bias_kernel(uint16_t* y, const float* bias, int64_t n, int N) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     y[i] = f2h(h2f(y[i]) + bias[i % N]);
 }
 
 __global__ void silu_mul_kernel(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float g = h2f(gate[i]);
     out[i] = f2h(g / (1.0f + __expf(-g)) * h2f(up[i]));
@@ -43,7 +53,7 @@ void embed(const uint16_t* table, const int32_t* ids, int T, int H, float* x, cu
   require(T >= 0 && H > 0, "embed", "bad shape T=" + std::to_string(T) + " H=" + std::to_string(H));
   if (T == 0) return;
   require_ptr(table, "embed", "table"), require_ptr(ids, "embed", "ids"), require_ptr(x, "embed", "x");
-  embed_kernel<<<T, kThreads, 0, stream>>>(table, ids, H, x);
+  launch_pdl(embed_kernel, T, kThreads, 0, stream, table, ids, H, x);
   check_launch("embed");
 }
 
@@ -52,7 +62,7 @@ void add_bias(uint16_t* y, const float* bias, int T, int N, cudaStream_t stream)
   if (T == 0) return;
   require_ptr(y, "add_bias", "y"), require_ptr(bias, "add_bias", "bias");
   const int64_t n = int64_t(T) * N;
-  add_bias_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, bias, n, N);
+  launch_pdl(add_bias_kernel, grid_for(n), kThreads, 0, stream, y, bias, n, N);
   check_launch("add_bias");
 }
 
@@ -60,7 +70,7 @@ void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out
   require(n >= 0, "silu_mul", "negative size " + std::to_string(n));
   if (n == 0) return;
   require_ptr(gate, "silu_mul", "gate"), require_ptr(up, "silu_mul", "up"), require_ptr(out, "silu_mul", "out");
-  silu_mul_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, n, out);
+  launch_pdl(silu_mul_kernel, grid_for(n), kThreads, 0, stream, gate, up, n, out);
   check_launch("silu_mul");
 }
 

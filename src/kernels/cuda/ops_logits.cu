@@ -1,43 +1,82 @@
 // Per-row statistics of FP32 logits: entropy and argmax (the ReSET signal, greedy decoding) and
-// the token NLL (perplexity). One CTA per row; the sums of exponentials are kept in FP64.
+// the token NLL (perplexity). The sums of exponentials are kept in FP64.
 #include "nibble/cuda/ops.h"
+#include <algorithm>
+
+#include "gemm_launch.cuh"
 #include "ops_common.cuh"
+#include "pdl.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
+using cuda::detail::launch_pdl;
+using cuda::detail::pdl_trigger;
+using cuda::detail::pdl_wait;
 
 namespace {
 
 constexpr int kThreads = 1024;
 
-// The row's maximum and its lowest index (NaN never wins; index -1 if every entry is NaN).
-__device__ ArgMax row_argmax(const float* z, int V, ArgMax* scratch) {
-  ArgMax a{-INFINITY, 0x7fffffff};
-  row_foreach(z, V, [&](int i, float v) { a = better(a, ArgMax{v, i}); });
-  a = block_argmax(a, scratch);
-  if (a.i == 0x7fffffff) a.i = -1;
-  return a;
+// A chunk's statistics relative to its own max m: Z = sum e^(z - m), A = sum e^(z - m) (z - m).
+struct Partial {
+  ArgMax best;
+  double zs, za;
+};
+
+constexpr int kChunkThreads = 256;
+
+// Rows split in chunks so that few rows still fill the GPU: grid (chunks, rows).
+int entropy_chunks(int B, int V) {
+  const int for_sms = (2 * tc::sm_count() + B - 1) / B;
+  return std::max(1, std::min({for_sms, 64, (V + 2047) / 2048}));
 }
 
-__global__ void __launch_bounds__(kThreads)
-    entropy_argmax_kernel(const float* logits, int V, float* entropy, int32_t* argmax) {
+__global__ void __launch_bounds__(kChunkThreads)
+    entropy_partial_kernel(const float* logits, int V, int chunk, Partial* out) {
+  pdl_wait();
+  pdl_trigger();
   __shared__ ArgMax s_arg[32];
   __shared__ double s_sum[32];
-  const float* z = logits + int64_t(blockIdx.x) * V;
-  const ArgMax best = row_argmax(z, V, s_arg);
-  if (argmax && threadIdx.x == 0) argmax[blockIdx.x] = best.i < 0 ? 0 : best.i;
-  if (!entropy) return;
-  // H = log Z - sum(e^a a) / Z, a = z - max; -inf logits add nothing.
+  const int c0 = blockIdx.x * chunk, n = max(0, min(chunk, V - c0));
+  const float* z = logits + int64_t(blockIdx.y) * V + c0;
+  ArgMax best{-INFINITY, 0x7fffffff};
+  row_foreach(z, n, [&](int i, float v) { best = better(best, ArgMax{v, c0 + i}); });
+  best = block_argmax(best, s_arg);
   double zs = 0, za = 0;
-  row_foreach(z, V, [&](int, float v) {
-    if (v == -INFINITY) return;
-    const float a = v - best.v;
-    const double e = expf(a);
-    zs += e, za += e * a;
-  });
+  if (best.v > -INFINITY) {  // else every entry is -inf or NaN: the chunk adds nothing
+    row_foreach(z, n, [&](int, float v) {
+      if (v == -INFINITY) return;
+      const float a = v - best.v;
+      const double e = expf(a);
+      zs += e, za += e * a;
+    });
+  }
   zs = block_sum(zs, s_sum);
   za = block_sum(za, s_sum);
-  if (threadIdx.x == 0) entropy[blockIdx.x] = best.i < 0 ? NAN : float(log(zs) - za / zs);
+  if (threadIdx.x == 0) out[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = Partial{best, zs, za};
+}
+
+// One warp per row: the chunks' partials rebased to the row's max M; H = log Z - A / Z.
+__global__ void entropy_combine_kernel(const Partial* parts, int chunks, float* entropy, int32_t* argmax) {
+  pdl_wait();
+  pdl_trigger();
+  const Partial* p = parts + int64_t(blockIdx.x) * chunks;
+  ArgMax best{-INFINITY, 0x7fffffff};
+  for (int c = threadIdx.x; c < chunks; c += 32) best = better(best, p[c].best);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    best = better(best, ArgMax{__shfl_xor_sync(0xffffffffu, best.v, o), __shfl_xor_sync(0xffffffffu, best.i, o)});
+  double zs = 0, za = 0;
+  for (int c = threadIdx.x; c < chunks; c += 32) {
+    if (p[c].zs == 0) continue;
+    const double shift = double(p[c].best.v) - double(best.v), f = exp(shift);
+    zs += f * p[c].zs, za += f * (p[c].za + shift * p[c].zs);
+  }
+  zs = warp_sum(zs), za = warp_sum(za);
+  if (threadIdx.x != 0) return;
+  const bool none = best.i == 0x7fffffff;
+  if (argmax) argmax[blockIdx.x] = none ? 0 : best.i;
+  if (entropy) entropy[blockIdx.x] = none ? NAN : float(log(zs) - za / zs);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -65,13 +104,24 @@ void check_rows(const char* fn, int B, int V) {
 
 }  // namespace
 
-void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, int32_t* argmax,
+size_t entropy_workspace_bytes(int B, int V) {
+  check_rows("entropy_workspace_bytes", B, V);
+  return size_t(B) * size_t(entropy_chunks(std::max(B, 1), V)) * sizeof(Partial);
+}
+
+void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, int32_t* argmax, void* workspace,
                            cudaStream_t stream) {
   const char* fn = "logits_entropy_argmax";
   check_rows(fn, B, V);
+  require(B <= 65535, fn, "rows=" + std::to_string(B) + " above 65535");
   if (B == 0 || (!entropy && !argmax)) return;
-  require_ptr(logits, fn, "logits");
-  entropy_argmax_kernel<<<B, kThreads, 0, stream>>>(logits, V, entropy, argmax);
+  require_ptr(logits, fn, "logits"), require_ptr(workspace, fn, "workspace");
+  const int chunks = entropy_chunks(B, V);
+  const int chunk = ((V + chunks - 1) / chunks + 3) / 4 * 4;  // a multiple of 4: float4 loads stay aligned
+  auto* parts = static_cast<Partial*>(workspace);
+  launch_pdl(entropy_partial_kernel, dim3(unsigned(chunks), unsigned(B)), kChunkThreads, 0, stream, logits, V, chunk,
+             parts);
+  launch_pdl(entropy_combine_kernel, unsigned(B), 32, 0, stream, parts, chunks, entropy, argmax);
   check_launch(fn);
 }
 

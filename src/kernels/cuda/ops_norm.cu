@@ -1,35 +1,78 @@
 // RMSNorm of the FP32 residual stream into FP16, alone or fused with the residual add.
 #include "nibble/cuda/ops.h"
 #include "ops_common.cuh"
+#include "pdl.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
+using cuda::detail::launch_pdl;
+using cuda::detail::pdl_trigger;
+using cuda::detail::pdl_wait;
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 1024;
+constexpr int kMaxPerThread = 16;  // H <= 16384: a row lives in registers, read once
 
-// One CTA per row. With delta: x += float(delta) first (written back). With y: y = fp16(norm * w).
+// One CTA per row, each thread holding its H / 1024 elements in registers, so all of a row's loads
+// are in flight at once (a row-sized strided loop would wait for each load in turn: 13 us for a
+// 4096-wide row at one token, against ~3 us). With delta: x += float(delta) first (written back).
+// With y: y = fp16(norm * w).
+template <int PER>
 __global__ void __launch_bounds__(kThreads)
     add_rmsnorm_kernel(float* x, const uint16_t* delta, const float* w, int H, float eps, uint16_t* y) {
   __shared__ float scratch[32];
+  pdl_wait();
+  pdl_trigger();
   float* xr = x + int64_t(blockIdx.x) * H;
+  const uint16_t* dr = delta ? delta + int64_t(blockIdx.x) * H : nullptr;
+  float v[PER], wv[PER];
   float ss = 0;
-  for (int i = threadIdx.x; i < H; i += kThreads) {
-    float v = xr[i];
-    if (delta) xr[i] = v = v + h2f(delta[int64_t(blockIdx.x) * H + i]);
-    ss += v * v;
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    v[j] = 0, wv[j] = 0;
+    if (i < H) {
+      v[j] = xr[i];
+      if (dr) v[j] += h2f(dr[i]);
+      if (y) wv[j] = w[i];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i < H && dr) xr[i] = v[j];
+    ss += v[j] * v[j];
   }
   if (!y) return;
   ss = block_sum(ss, scratch);
   const float r = rsqrtf(ss / float(H) + eps);
   uint16_t* yr = y + int64_t(blockIdx.x) * H;
-  for (int i = threadIdx.x; i < H; i += kThreads) yr[i] = f2h(w[i] * (xr[i] * r));  // this thread's own x
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i < H) yr[i] = f2h(wv[j] * (v[j] * r));
+  }
+}
+
+void launch(int T, float* x, const uint16_t* delta, const float* w, int H, float eps, uint16_t* y,
+            cudaStream_t stream) {
+  const int per = (H + kThreads - 1) / kThreads;
+  const int threads = per == 1 ? (H + 31) / 32 * 32 : kThreads;
+  auto go = [&](auto kernel) { launch_pdl(kernel, T, threads, 0, stream, x, delta, w, H, eps, y); };
+  if (per <= 1) go(add_rmsnorm_kernel<1>);
+  else if (per <= 2) go(add_rmsnorm_kernel<2>);
+  else if (per <= 4) go(add_rmsnorm_kernel<4>);
+  else if (per <= 8) go(add_rmsnorm_kernel<8>);
+  else go(add_rmsnorm_kernel<16>);
 }
 
 void check_shape(const char* fn, int T, int H, float eps) {
   require(T >= 0 && H > 0, fn, "bad shape T=" + std::to_string(T) + " H=" + std::to_string(H));
   require(eps >= 0, fn, "eps must be >= 0");
+  require(H <= kThreads * kMaxPerThread, fn,
+          "hidden size H=" + std::to_string(H) + " is above the " + std::to_string(kThreads * kMaxPerThread) +
+              " this kernel holds in registers");
 }
 
 }  // namespace
@@ -38,7 +81,7 @@ void rmsnorm(const float* x, const float* w, int T, int H, float eps, uint16_t* 
   check_shape("rmsnorm", T, H, eps);
   if (T == 0) return;
   require_ptr(x, "rmsnorm", "x"), require_ptr(w, "rmsnorm", "w"), require_ptr(y, "rmsnorm", "y");
-  add_rmsnorm_kernel<<<T, kThreads, 0, stream>>>(const_cast<float*>(x), nullptr, w, H, eps, y);
+  launch(T, const_cast<float*>(x), nullptr, w, H, eps, y, stream);
   check_launch("rmsnorm");
 }
 
@@ -48,7 +91,7 @@ void add_rmsnorm(float* x, const uint16_t* delta, const float* w, int T, int H, 
   if (T == 0) return;
   require_ptr(x, "add_rmsnorm", "x"), require_ptr(delta, "add_rmsnorm", "delta");
   require(!y || w, "add_rmsnorm", "w is null while y is not");
-  add_rmsnorm_kernel<<<T, kThreads, 0, stream>>>(x, delta, w, H, eps, y);
+  launch(T, x, delta, w, H, eps, y, stream);
   check_launch("add_rmsnorm");
 }
 

@@ -87,23 +87,24 @@ int sm_count() {
 }
 }  // namespace
 
+// The rule the H100 tuning table follows (docs/perf/kernels-tuning-h100.json: 52 of its 64 M = 1
+// entries take 2 rows per warp): 2 rows per warp, and the fewest K splits that give about two CTAs
+// per SM and at most 8192 elements of a row per warp group (long rows: down projections).
 TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M) {
   TunedChoice c;
   c.engine = M >= 2 && format != "razer-fp3-g128" && K % 64 == 0 ? Engine::tensor_cores : Engine::cuda_cores;
   c.fp4_decode = Fp4Decode::bits;
+  c.rows_per_warp = 2;
   // CUDA cores: a warp step covers 2048 elements of a row (32 lanes x 2 chunks of 32; FP3: 32 x 128)
   const int64_t step = format == "razer-fp3-g128" ? 4096 : 2048;
-  const int64_t want_ctas = 3 * int64_t(sm_count());
-  for (int rows : {M <= 4 ? 4 : 2, 2}) {
-    c.rows_per_warp = rows;
-    for (int ks : {1, 2, 4, 8}) {
-      if (ks > 1 && K < step * ks) break;
-      c.k_splits = ks;
-      const int64_t rows_per_cta = 8 / ks * rows;
-      if ((N + rows_per_cta - 1) / rows_per_cta >= want_ctas) return c;
-    }
+  const int64_t want_ctas = 15 * int64_t(sm_count()) / 8;
+  for (int ks : {1, 2, 4, 8}) {
+    if (ks > 1 && K < step * ks) break;
+    c.k_splits = ks;
+    const int64_t rows_per_cta = 8 / ks * c.rows_per_warp;
+    if ((N + rows_per_cta - 1) / rows_per_cta >= want_ctas && K / ks <= 8192) return c;
   }
-  return c;  // small N: 2 rows per warp and the most splits K allows
+  return c;  // small N or very long rows: the most splits K allows
 }
 
 static detail::EnvTable<TuningEntry>& table() {

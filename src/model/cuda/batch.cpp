@@ -79,7 +79,7 @@ Batch::Impl::Impl(const DeviceModel::Impl& dm, const BatchOptions& opt)
   const size_t rows = size_t(max_rows);
   const size_t cache = kv_cache_bytes(c, max_batch, max_ctx);
   const size_t attn = ops::attention_decode_workspace_bytes(max_batch, c.num_heads, d, max_ctx);
-  const size_t samp = ops::sample_workspace_bytes(max_batch, int(V));
+  const size_t samp = std::max(ops::sample_workspace_bytes(max_batch, int(V)), ops::entropy_workspace_bytes(max_batch, int(V)));
   const size_t need = cache + scratch_bytes(m, max_rows) + attn + samp + size_t(max_ctx) * d * 4;
   const size_t free = free_device_bytes();
   if (need + kMemoryMargin > free)
@@ -108,7 +108,7 @@ Batch::Impl::Impl(const DeviceModel::Impl& dm, const BatchOptions& opt)
   sampled = DeviceBuffer<int32_t>(rows);
   for (DeviceBuffer<float>* b : {&nll, &entropy, &temperature, &top_p, &u}) *b = DeviceBuffer<float>(rows);
   attn_ws = DeviceBuffer<uint8_t>(std::max<size_t>(attn, 1));
-  sample_ws = DeviceBuffer<uint8_t>(std::max<size_t>(samp, 1));
+  logits_ws = DeviceBuffer<uint8_t>(std::max<size_t>(samp, 1));
   positions.assign(size_t(max_batch), 0);
   // last, so that a failed allocation above leaks neither (the destructor does not run then)
   NIBBLE_CUDA_CHECK(cudaEventCreateWithFlags(&rows_copied, cudaEventDisableTiming));

@@ -42,19 +42,42 @@ void check_params(std::span<const SampleParams> params, int rows) {
   }
 }
 
-}  // namespace
-
-void Batch::step(std::span<const int> slots, std::span<const int32_t> tokens) {
-  Impl& b = *p_;
+// Checks a step and uploads its rows; end_step then advances the slots.
+void begin_step(Batch::Impl& b, std::span<const int> slots, std::span<const int32_t> tokens) {
   check_step(b, slots, tokens);
   const size_t B = tokens.size();
   std::vector<int32_t> slot_h(slots.begin(), slots.end()), pos_h(B);
   for (size_t i = 0; i < B; ++i) pos_h[i] = b.positions[size_t(slots[i])];
   b.last_rows = 0;
   b.upload_rows(tokens, slot_h, pos_h);
-  b.decode_step(int(B));
+}
+
+void end_step(Batch::Impl& b, std::span<const int> slots) {
   for (int s : slots) ++b.positions[size_t(s)];
-  b.last_rows = int(B);
+  b.last_rows = int(slots.size());
+}
+
+}  // namespace
+
+void Batch::step(std::span<const int> slots, std::span<const int32_t> tokens) {
+  begin_step(*p_, slots, tokens);
+  p_->decode_step(int(tokens.size()));
+  end_step(*p_, slots);
+}
+
+std::vector<OpTime> Batch::profile_step(std::span<const int> slots, std::span<const int32_t> tokens) {
+  Impl& b = *p_;
+  begin_step(b, slots, tokens);
+  StepProfiler prof(b.stream);
+  b.profiler = &prof;
+  struct Unset {
+    Impl& b;
+    ~Unset() { b.profiler = nullptr; }
+  } unset{b};
+  b.forward(int(tokens.size()), true, 0, 0, int(tokens.size()), b.decode_ws);
+  std::vector<OpTime> times = prof.finish();
+  end_step(b, slots);
+  return times;
 }
 
 std::vector<float> Batch::logits() const {
@@ -68,7 +91,8 @@ std::vector<float> Batch::entropies() const {
   const Impl& b = *p_;
   std::vector<float> out(size_t(b.last_rows));
   if (out.empty()) return out;
-  ops::logits_entropy_argmax(b.logits.get(), b.last_rows, int(b.m.vocab), b.entropy.get(), nullptr, b.stream);
+  ops::logits_entropy_argmax(b.logits.get(), b.last_rows, int(b.m.vocab), b.entropy.get(), nullptr,
+                             b.logits_ws.get(), b.stream);
   b.copy_to_host(out.data(), b.entropy.get(), out.size() * sizeof(float));
   return out;
 }
@@ -85,7 +109,7 @@ std::vector<int32_t> Batch::sample(std::span<const SampleParams> params) {
   NIBBLE_CUDA_CHECK(cudaMemcpyAsync(b.top_p.get(), tp.data(), bytes, cudaMemcpyHostToDevice, b.stream));
   NIBBLE_CUDA_CHECK(cudaMemcpyAsync(b.u.get(), u.data(), bytes, cudaMemcpyHostToDevice, b.stream));
   ops::sample(b.logits.get(), B, int(b.m.vocab), b.temperature.get(), b.top_p.get(), b.u.get(), b.sampled.get(),
-              b.sample_ws.get(), b.stream);
+              b.logits_ws.get(), b.stream);
   std::vector<int32_t> out(n);
   b.copy_to_host(out.data(), b.sampled.get(), out.size() * sizeof(int32_t));
   return out;

@@ -6,37 +6,44 @@
 namespace nibble::cuda {
 
 void Batch::Impl::forward(int T, bool decode, int prefill_slot, int pos0, int n_out, GemmWorkspace& ws) {
-  const int H = c.hidden_size, I = c.intermediate_size, nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  const int H = c.hidden_size, nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
   const float eps = float(c.rms_norm_eps);
   const LinearExec ex{stream, &ws, &cublas};
   ops::embed(m.embed.get(), ids, T, H, x.get(), stream);
+  mark("embed");
   ops::rmsnorm(x.get(), m.layers[0].attn_norm.get(), T, H, eps, xn.get(), stream);
+  mark("rmsnorm");
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const DeviceLayer& L = m.layers[l];
-    L.q.run(xn.get(), T, q.get(), ex);
-    L.k.run(xn.get(), T, k.get(), ex);
-    L.v.run(xn.get(), T, v.get(), ex);
+    L.run_qkv(xn.get(), T, q.get(), k.get(), v.get(), ex);
+    mark("qkv");
     uint16_t* kc = k_cache(int(l));
     uint16_t* vc = v_cache(int(l));
     ops::qk_norm_rope_store(q.get(), k.get(), v.get(), T, nh, nkv, d, c.qk_norm ? L.q_norm.get() : nullptr,
                             c.qk_norm ? L.k_norm.get() : nullptr, eps, rope.get(), slot, pos, kc, vc,
                             max_ctx, stream);
+    mark("qk_norm_rope_store");
     if (decode)
       ops::attention_decode(q.get(), T, slot, pos, max_ctx - 1, kc, vc, max_ctx, nh, nkv, d, att.get(),
                             attn_ws.get(), stream);
     else
       ops::attention_prefill(q.get(), T, prefill_slot, pos0, kc, vc, max_ctx, nh, nkv, d, att.get(), stream);
+    mark("attention");
     L.o.run(att.get(), T, tmp.get(), ex);
+    mark("o");
     ops::add_rmsnorm(x.get(), tmp.get(), L.ffn_norm.get(), T, H, eps, xn.get(), stream);
-    L.gate.run(xn.get(), T, gate.get(), ex);
-    L.up.run(xn.get(), T, up.get(), ex);
-    ops::silu_mul(gate.get(), up.get(), int64_t(T) * I, gate.get(), stream);
+    mark("add_rmsnorm");
+    L.run_swiglu(xn.get(), T, gate.get(), up.get(), ex);
+    mark("gate_up_silu");
     L.down.run(gate.get(), T, tmp.get(), ex);
+    mark("down");
     // the residual add fused with the next layer's input norm, or the final norm
     const float* next = l + 1 < m.layers.size() ? m.layers[l + 1].attn_norm.get() : m.final_norm.get();
     ops::add_rmsnorm(x.get(), tmp.get(), next, T, H, eps, xn.get(), stream);
+    mark("add_rmsnorm");
   }
   if (n_out > 0) m.logits(xn.get() + int64_t(T - n_out) * H, n_out, logits.get(), logits16.get(), ex);
+  mark("lm_head");
 }
 
 void Batch::Impl::decode_step(int B) {

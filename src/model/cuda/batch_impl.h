@@ -10,6 +10,7 @@
 #include "model/cuda/decode_graphs.h"
 #include "model/cuda/device_buffer.h"
 #include "model/cuda/device_model_impl.h"
+#include "model/cuda/step_profiler.h"
 #include "nibble/cuda/runtime.h"
 
 namespace nibble::cuda {
@@ -45,10 +46,15 @@ struct Batch::Impl {
   cudaEvent_t rows_copied = nullptr;  // rows_h may be rewritten once this has passed
   DeviceBuffer<int32_t> targets, sampled;  // [rows]
   DeviceBuffer<float> nll, entropy, temperature, top_p, u;  // [rows]
-  DeviceBuffer<uint8_t> attn_ws, sample_ws;
+  DeviceBuffer<uint8_t> attn_ws, logits_ws;  // logits_ws: sampling's and the entropies' scratch
   std::vector<int> positions;           // per slot
   int last_rows = 0;                    // rows of logits the last step left (0: none)
   DecodeGraphs graphs;
+  StepProfiler* profiler = nullptr;     // set during profile_step: forward() marks each op
+
+  void mark(const char* op) const {
+    if (profiler) profiler->mark(op);
+  }
 
   uint16_t* k_cache(int layer) const;
   uint16_t* v_cache(int layer) const;

@@ -1,6 +1,10 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+
 #include "model/cuda/device_model_impl.h"
+#include "nibble/cuda/ops.h"
 #include "nibble/error.h"
 
 namespace nibble::cuda {
@@ -8,26 +12,94 @@ namespace {
 
 DeviceBuffer<float> norm(const std::vector<float>& w) { return DeviceBuffer<float>(w); }
 
-DeviceLinear linear(const LinearWeight& lw) { return DeviceLinear(lw.w, lw.bias, lw.name); }
+DeviceLinear linear(const LinearWeight& lw, const std::optional<DeviceWeight>& stack) {
+  return DeviceLinear(lw.w, lw.bias, lw.name, stack.has_value());
+}
+
+// upload() of the parts as one GEMV weight, or nothing where a part's format or shape has no GEMV
+// kernel (each part then uploads and runs on its own). CUDA failures are not swallowed.
+template <class Upload>
+std::optional<DeviceWeight> stack(std::initializer_list<const LinearWeight*> parts, bool enabled, const Upload& upload) {
+  if (!enabled) return std::nullopt;
+  for (const LinearWeight* p : parts)
+    if (!has_kernel(p->w.format)) return std::nullopt;
+  try {
+    return upload();
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).starts_with("CUDA error")) throw;
+    return std::nullopt;
+  }
+}
+
+// One GEMV launch per 16 rows; out_rows[i]: the row length of output i.
+template <size_t P>
+void run_gemv(const DeviceWeight& w, const uint16_t* x, int M, std::array<uint16_t*, P> ys,
+              std::array<int64_t, P> out_rows, cudaStream_t stream) {
+  for (int m0 = 0; m0 < M; m0 += 16) {
+    std::vector<uint16_t*> at(P);
+    for (size_t i = 0; i < P; ++i) at[i] = ys[i] + int64_t(m0) * out_rows[i];
+    linear(x + int64_t(m0) * w.K, std::min(16, M - m0), w, at, stream);
+  }
+}
+
+// A stack runs whenever one of its parts would take the GEMV at this M (parts may switch to the
+// GEMM at slightly different M).
+template <size_t P>
+bool stack_runs(const std::optional<DeviceWeight>& s, std::array<const DeviceLinear*, P> parts, int M) {
+  return s && std::any_of(parts.begin(), parts.end(),
+                          [M](const DeviceLinear* p) { return p->path_for(M) == DeviceLinear::Path::gemv; });
+}
 
 }  // namespace
 
-DeviceLayer::DeviceLayer(const LayerWeights& L, const ModelConfig& c)
+DeviceLayer::DeviceLayer(const LayerWeights& L, const ModelConfig& c, bool stack_linears)
     : attn_norm(norm(L.attn_norm)), ffn_norm(norm(L.ffn_norm)),
       q_norm(c.qk_norm ? norm(L.q_norm) : DeviceBuffer<float>()),
       k_norm(c.qk_norm ? norm(L.k_norm) : DeviceBuffer<float>()),
-      q(linear(L.q)), k(linear(L.k)), v(linear(L.v)), o(linear(L.o)), gate(linear(L.gate)),
-      up(linear(L.up)), down(linear(L.down)) {}
+      qkv_stack(stack({&L.q, &L.k, &L.v}, stack_linears,
+                      [&] { return upload_stacked({&L.q.w, &L.k.w, &L.v.w}, L.q.name); })),
+      // a bias would have to be added before the fused SiLU: such layers run unfused
+      gate_up_pair(stack({&L.gate, &L.up}, stack_linears && L.gate.bias.empty() && L.up.bias.empty(),
+                         [&] { return upload_silu_pair(L.gate.w, L.up.w, L.gate.name); })),
+      q(linear(L.q, qkv_stack)), k(linear(L.k, qkv_stack)), v(linear(L.v, qkv_stack)),
+      o(linear(L.o, std::nullopt)), gate(linear(L.gate, gate_up_pair)), up(linear(L.up, gate_up_pair)),
+      down(linear(L.down, std::nullopt)) {}
+
+void DeviceLayer::run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv,
+                          const LinearExec& ex) const {
+  const std::array<const DeviceLinear*, 3> parts{&q, &k, &v};
+  if (stack_runs(qkv_stack, parts, M)) {
+    const std::array<uint16_t*, 3> ys{yq, yk, yv};
+    run_gemv<3>(*qkv_stack, x, M, ys, {q.rows(), k.rows(), v.rows()}, ex.stream);
+    for (size_t i = 0; i < 3; ++i) parts[i]->add_bias(ys[i], M, ex.stream);
+    return;
+  }
+  q.run(x, M, yq, ex);
+  k.run(x, M, yk, ex);
+  v.run(x, M, yv, ex);
+}
+
+void DeviceLayer::run_swiglu(const uint16_t* x, int M, uint16_t* ygate, uint16_t* yup, const LinearExec& ex) const {
+  if (stack_runs(gate_up_pair, std::array<const DeviceLinear*, 2>{&gate, &up}, M))
+    return run_gemv<1>(*gate_up_pair, x, M, {ygate}, {gate.rows()}, ex.stream);
+  gate.run(x, M, ygate, ex);
+  up.run(x, M, yup, ex);
+  ops::silu_mul(ygate, yup, int64_t(M) * gate.rows(), ygate, ex.stream);
+}
 
 size_t DeviceLayer::decode_bytes() const {
   size_t b = attn_norm.bytes() + ffn_norm.bytes() + q_norm.bytes() + k_norm.bytes();
   for (const DeviceLinear* l : {&q, &k, &v, &o, &gate, &up, &down}) b += l->decode_bytes();
+  for (const auto* s : {&qkv_stack, &gate_up_pair})
+    if (*s) b += (*s)->bytes();
   return b;
 }
 
 size_t DeviceLayer::device_bytes() const {
   size_t b = attn_norm.bytes() + ffn_norm.bytes() + q_norm.bytes() + k_norm.bytes();
   for (const DeviceLinear* l : {&q, &k, &v, &o, &gate, &up, &down}) b += l->device_bytes();
+  for (const auto* s : {&qkv_stack, &gate_up_pair})
+    if (*s) b += (*s)->bytes() + (*s)->qweight_mma_bytes;
   return b;
 }
 

@@ -41,8 +41,8 @@ std::string gemm_format(const std::string& f) {
 
 }  // namespace
 
-DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name)
-    : name_(std::move(name)), format_(w.format), N_(w.rows), K_(w.cols),
+DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name, bool gemv_stacked)
+    : name_(std::move(name)), format_(w.format), N_(w.rows), K_(w.cols), gemv_stacked_(gemv_stacked),
       crossover_(crossover_for(gemm_format(w.format).empty() ? w.format : gemm_format(w.format), w.cols, w.rows)) {
   if (!bias.empty()) {
     if (int64_t(bias.size()) != N_)
@@ -50,7 +50,7 @@ DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, s
     bias_ = DeviceBuffer<float>(std::vector<float>(bias.begin(), bias.end()));
   }
   std::string why;
-  if (has_kernel(format_)) try_upload(gemv_, why, [&] { return upload(w, name_); });
+  if (has_kernel(format_) && !gemv_stacked_) try_upload(gemv_, why, [&] { return upload(w, name_); });
   if (const std::string g = gemm_format(format_); !g.empty())
     try_upload(gemm_, why, [&] {
       if (g == w.format) return upload_gemm(w, name_);
@@ -58,16 +58,17 @@ DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, s
       same_storage.format = g;
       return upload_gemm(same_storage, name_);
     });
-  if (gemv_ || gemm_) return;
+  if (gemv_ || gemv_stacked_ || gemm_) return;
   if (!is_plain_float(format_))
     fp16_reason_ = why.empty() ? fmt::format("format '{}' has no CUDA kernel", format_) : why;
   fp16_ = DeviceBuffer<uint16_t>(dequantize_fp16(w, name_));
 }
 
 DeviceLinear::Path DeviceLinear::path_for(int M) const {
-  if (!gemv_ && !gemm_) return Path::fp16;
+  const bool gemv = gemv_ || gemv_stacked_;
+  if (!gemv && !gemm_) return Path::fp16;
   if (gemm_ && M >= crossover_.dequant_from_m) return Path::dequant_cublas;
-  if (gemv_ && (M < crossover_.gemm_from_m || !gemm_)) return Path::gemv;
+  if (gemv && (M < crossover_.gemm_from_m || !gemm_)) return Path::gemv;
   return Path::gemm;
 }
 
@@ -75,6 +76,7 @@ void DeviceLinear::run(const uint16_t* x, int M, uint16_t* y, const LinearExec& 
   if (M < 1) throw Error(fmt::format("{}: M = {} rows", name_, M));
   switch (path_for(M)) {
     case Path::gemv:  // the GEMV takes at most 16 rows: larger M without a GEMM goes in chunks
+      if (!gemv_) throw Error(fmt::format("{}: its GEMV layout is stacked with its neighbours: run it through its layer", name_));
       for (int m0 = 0; m0 < M; m0 += 16)
         linear(x + int64_t(m0) * K_, std::min(16, M - m0), *gemv_, y + int64_t(m0) * N_, ex.stream);
       break;
@@ -91,13 +93,17 @@ void DeviceLinear::run(const uint16_t* x, int M, uint16_t* y, const LinearExec& 
       ex.cublas->gemm(x, fp16_.get(), y, M, int(N_), int(K_), ex.stream);
       break;
   }
-  if (!bias_.empty()) ops::add_bias(y, bias_.get(), M, int(N_), ex.stream);
+  add_bias(y, M, ex.stream);
+}
+
+void DeviceLinear::add_bias(uint16_t* y, int M, cudaStream_t stream) const {
+  if (!bias_.empty()) ops::add_bias(y, bias_.get(), M, int(N_), stream);
 }
 
 size_t DeviceLinear::decode_bytes() const {
   size_t w = 0;
   switch (path_for(1)) {
-    case Path::gemv: w = gemv_->bytes(); break;
+    case Path::gemv: w = gemv_ ? gemv_->bytes() : 0; break;  // a stack counts at its layer
     case Path::gemm:
     case Path::dequant_cublas: w = gemm_->bytes(); break;
     case Path::fp16: w = fp16_.bytes(); break;

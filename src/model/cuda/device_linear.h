@@ -32,13 +32,16 @@ class DeviceLinear {
   // Uploads w [N, K] (and an FP32 bias [N], or none) in every layout it will run from: the GEMV
   // layout where the format has a GEMV kernel for this shape, the GEMM layout where it has a GEMM
   // kernel; FP16 (dequantized on the host) for cuBLAS when it has neither. `name` is named in
-  // errors and in fp16_reason().
-  DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name);
+  // errors and in fp16_reason(). gemv_stacked: the GEMV layout is held by the layer in a stack
+  // with its neighbours (DeviceLayer), so it is not uploaded here and run() refuses the GEMV path.
+  DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name, bool gemv_stacked = false);
 
   // y[M, N] = x[M, K] · W^T (+ bias), FP16 on the device, asynchronous on ex.stream.
   void run(const uint16_t* x, int M, uint16_t* y, const LinearExec& ex) const;
 
   Path path_for(int M) const;
+  // y[M, N] += bias (nothing without one): for outputs a stacked GEMV wrote.
+  void add_bias(uint16_t* y, int M, cudaStream_t stream) const;
   const std::string& name() const { return name_; }
   const std::string& format() const { return format_; }
   int64_t rows() const { return N_; }
@@ -56,6 +59,7 @@ class DeviceLinear {
   int64_t N_ = 0, K_ = 0;
   Crossover crossover_;  // where the paths switch (nibble/cuda/crossover.h)
   std::optional<DeviceWeight> gemv_;
+  bool gemv_stacked_ = false;
   std::optional<GemmWeight> gemm_;
   DeviceBuffer<uint16_t> fp16_;
   DeviceBuffer<float> bias_;

@@ -72,7 +72,7 @@ DeviceModel::DeviceModel(const Model& m, const DeviceModelOptions& opt) : p_(std
     bar.add();
     for (size_t l = 0; l < w.layers.size(); ++l) {
       what = fmt::format("model.layers.{}", l);
-      d.layers.emplace_back(w.layers[l], w.cfg);
+      d.layers.emplace_back(w.layers[l], w.cfg, opt.stack_linears);
       bar.add();
     }
     what = "model.norm / output layer";

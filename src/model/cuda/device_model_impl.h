@@ -12,9 +12,15 @@
 namespace nibble::cuda {
 
 struct DeviceLayer {
-  DeviceLayer(const LayerWeights& L, const ModelConfig& c);
+  // stack: hold q/k/v as one stacked GEMV weight and gate/up as one silu pair (one launch each
+  // where M takes the GEMV, SwiGLU fused), where the format has a GEMV kernel for the shapes.
+  DeviceLayer(const LayerWeights& L, const ModelConfig& c, bool stack);
   DeviceBuffer<float> attn_norm, ffn_norm, q_norm, k_norm;  // q_norm / k_norm: Qwen3 only
+  std::optional<DeviceWeight> qkv_stack, gate_up_pair;      // empty: each part runs alone
   DeviceLinear q, k, v, o, gate, up, down;
+  void run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv, const LinearExec& ex) const;
+  // ygate = silu(x · gate^T) * (x · up^T); yup is scratch.
+  void run_swiglu(const uint16_t* x, int M, uint16_t* ygate, uint16_t* yup, const LinearExec& ex) const;
   size_t decode_bytes() const;
   size_t device_bytes() const;
 };

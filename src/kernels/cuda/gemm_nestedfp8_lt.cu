@@ -1,0 +1,109 @@
+// Device passes of the cuBLASLt NestedFP8 path: the per-token E4M3 activation quantizer with
+// 16-byte loads (bit-identical to quantize_rows_e4m3) and the FP32 -> fp16 row-scale pass.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <string>
+
+#include "nestedfp8_lt.h"
+#include "nibble/cuda/check.h"
+#include "nibble/cuda/gemm.h"
+#include "nibble/error.h"
+
+namespace nibble::cuda {
+namespace {
+
+constexpr int kQuantThreads = 128;
+
+__device__ __forceinline__ float abs_max8(const uint4& v, float amax) {
+  const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h[i]);
+    amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+  }
+  return amax;
+}
+
+// One block per row, 8 halves per 16-byte load. Pass 1 finds amax, pass 2 re-reads the row (an L1
+// / L2 hit) and writes 8 codes per 8-byte store. Same arithmetic as quantize_rows_e4m3:
+// sx = 448 / amax (1 for a zero row), code = satfinite E4M3(x * sx), row_scale = 1 / (256 sx).
+__global__ void __launch_bounds__(kQuantThreads) quantize_rows_vec_kernel(const uint16_t* x, int K, uint8_t* x8,
+                                                                          float* row_scale) {
+  const int m = blockIdx.x, chunks = K / 8;
+  const uint4* row = reinterpret_cast<const uint4*>(x + int64_t(m) * K);
+  float amax = 0.0f;
+#pragma unroll 4  // several 16-byte loads in flight per thread
+  for (int c = threadIdx.x; c < chunks; c += kQuantThreads) amax = abs_max8(row[c], amax);
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  __shared__ float warp_max[kQuantThreads / 32];
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
+  __syncthreads();
+  amax = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kQuantThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  const float sx = amax > 0.0f ? 448.0f / amax : 1.0f;
+  if (threadIdx.x == 0) row_scale[m] = 1.0f / (256.0f * sx);
+  uint2* out = reinterpret_cast<uint2*>(x8 + int64_t(m) * K);
+  for (int c = threadIdx.x; c < chunks; c += kQuantThreads) {
+    const uint4 v = row[c];
+    const __half2* h = reinterpret_cast<const __half2*>(&v);
+    uint16_t q[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(h[i]);
+      q[i] = __nv_cvt_float2_to_fp8x2(make_float2(f.x * sx, f.y * sx), __NV_SATFINITE, __NV_E4M3);
+    }
+    out[c] = make_uint2(q[0] | uint32_t(q[1]) << 16, q[2] | uint32_t(q[3]) << 16);
+  }
+}
+
+// Four outputs per thread: one 16-byte FP32 load, one 8-byte fp16 store.
+__global__ void scale_rows_kernel(const float4* c, const float* row_scale, int quads_per_row, int64_t quads,
+                                  uint2* y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < quads; i += int64_t(gridDim.x) * blockDim.x) {
+    const float s = row_scale[i / quads_per_row];
+    const float4 v = c[i];
+    const __half2 a = __floats2half2_rn(v.x * s, v.y * s), b = __floats2half2_rn(v.z * s, v.w * s);
+    y[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&b));
+  }
+}
+
+__global__ void fill_ones_kernel(float* p, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = 1.0f;
+}
+
+int grid_for(int64_t work, int threads) {
+  const int64_t blocks = (work + threads - 1) / threads;
+  return int(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
+}
+
+}  // namespace
+
+void quantize_rows_e4m3_vec(const uint16_t* x, int M, int K, uint8_t* x8, float* row_scale, cudaStream_t stream) {
+  if (M < 1 || K < 8 || K % 8 != 0)
+    throw Error("quantize_rows_e4m3_vec: unsupported shape M=" + std::to_string(M) + " K=" + std::to_string(K) +
+                " (need M >= 1, K a positive multiple of 8)");
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(x8) % 8 != 0)
+    throw Error("quantize_rows_e4m3_vec: x must be 16-byte and x8 8-byte aligned");
+  quantize_rows_vec_kernel<<<M, kQuantThreads, 0, stream>>>(x, K, x8, row_scale);
+  NIBBLE_CUDA_CHECK(cudaGetLastError());
+}
+
+void scale_rows_to_fp16(const float* c, const float* row_scale, int M, int N, uint16_t* y, cudaStream_t stream) {
+  if (M < 1 || N < 4 || N % 4 != 0)
+    throw Error("scale_rows_to_fp16: unsupported shape M=" + std::to_string(M) + " N=" + std::to_string(N));
+  const int64_t quads = int64_t(M) * (N / 4);
+  scale_rows_kernel<<<grid_for(quads, 256), 256, 0, stream>>>(reinterpret_cast<const float4*>(c), row_scale, N / 4,
+                                                              quads, reinterpret_cast<uint2*>(y));
+  NIBBLE_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_ones(float* p, int64_t n, cudaStream_t stream) {
+  fill_ones_kernel<<<grid_for(n, 256), 256, 0, stream>>>(p, n);
+  NIBBLE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace nibble::cuda

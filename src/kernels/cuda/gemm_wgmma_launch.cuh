@@ -1,0 +1,79 @@
+#pragma once
+// Host side of gemm_wgmma_core.cuh: tile height by M, split-K by the SM count (one CTA per SM:
+// a CTA holds ~150-230 KB of shared memory), the TMA descriptors, the split-K reduction, error checks.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "gemm_launch.cuh"
+#include "gemm_wgmma_core.cuh"
+#include "nibble/cuda/check.h"
+#include "nibble/error.h"
+
+namespace nibble::cuda::wg {
+
+// A 2-D TMA descriptor over a row-major [outer, inner] array of elem_bytes-byte elements (1, 2 or 4),
+// rows row_bytes apart, boxes of box_inner x box_outer elements, 128-byte swizzled when swizzle.
+// Throws nibble::Error naming `what` when the driver rejects it.
+CUtensorMap tensor_map_2d(const void* base, int elem_bytes, uint64_t inner, uint64_t outer, uint64_t row_bytes,
+                          uint32_t box_inner, uint32_t box_outer, bool swizzle, const char* what);
+
+template <class C, class BOp>
+void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorkspace& ws, int split_k,
+                cudaStream_t stream) {
+  const int k_tiles = int(p.a_row_bytes / kRowBytes);
+  const int tiles = ((p.M + C::BM - 1) / C::BM) * ((p.N + kBN - 1) / kBN);
+  int splits = split_k;
+  if (splits <= 0) {  // about one wave of CTAs, keeping at least 8 k-tiles per split
+    splits = std::max(1, std::min({(tc::sm_count() + tiles / 2) / tiles, k_tiles / 8, 16}));
+  }
+  splits = std::clamp(splits, 1, k_tiles);
+  const int per = (k_tiles + splits - 1) / splits;
+  splits = (k_tiles + per - 1) / per;
+
+  tc::MainArgs g{p.a, p.a_row_bytes, p.M, p.N, k_tiles, per};
+  tc::EpilogueArgs e{p.y, nullptr, p.row_scale, p.alpha, p.M, p.N};
+  if (splits > 1) e.partial = static_cast<float*>(ws.get(size_t(splits) * p.M * p.N * sizeof(float)));
+
+  constexpr int smem = smem_bytes<C, BOp>();
+  auto kernel = wgmma_gemm_kernel<C, BOp>;
+  // Once per kernel, so that launches inside a CUDA-graph capture make no attribute calls.
+  static const bool raised = [&] {
+    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return true;
+  }();
+  (void)raised;
+  dim3 grid((p.M + C::BM - 1) / C::BM, (p.N + kBN - 1) / kBN, splits);
+  const CUtensorMap map_a = tensor_map_2d(p.a, 2, uint64_t(p.a_row_bytes / 2), uint64_t(p.M), uint64_t(p.a_row_bytes),
+                                          kBK, C::BM, true, "activations");
+  kernel<<<grid, kThreads, smem, stream>>>(g, map_a, bp, e);
+  NIBBLE_CUDA_CHECK(cudaGetLastError());
+  if (splits > 1) tc::splitk_reduce(e.partial, splits, p.M, p.N, p.row_scale, p.alpha, p.y, stream);
+}
+
+// block_m 0: 256-row tiles once M fills them, else 128; the environment variable NIBBLE_WGMMA_BM
+// (128 or 256) overrides that choice, for benchmarks.
+inline int default_block_m(int M) {
+  static const int forced = [] {
+    const char* e = std::getenv("NIBBLE_WGMMA_BM");
+    return e && *e ? std::atoi(e) : 0;
+  }();
+  return forced ? forced : M > 128 ? 256 : 128;
+}
+
+template <class BOp>
+void launch(const tc::Problem& p, const typename BOp::Params& bp, GemmWorkspace& ws, int split_k, int block_m,
+            cudaStream_t stream) {
+  if (block_m == 0) block_m = default_block_m(p.M);
+  if (block_m != 128 && block_m != 256)
+    throw Error("wgmma GEMM: block_m " + std::to_string(block_m) + " is not 0, 128 or 256 (NIBBLE_WGMMA_BM)");
+  if (block_m == 256)
+    launch_cfg<Cfg<256, 4>, BOp>(p, bp, ws, split_k, stream);
+  else
+    launch_cfg<Cfg<128, 5>, BOp>(p, bp, ws, split_k, stream);
+}
+
+}  // namespace nibble::cuda::wg

@@ -1,0 +1,16 @@
+#pragma once
+// Internal to the cuBLASLt NestedFP8 path: the row-scale pass used when cuBLASLt cannot apply the
+// per-token scale in its epilogue (include/nibble/cuda/gemm.h, CublasLtFp8::gemm_row_scaled).
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace nibble::cuda {
+
+// y[m, n] = fp16_rn(c[m, n] * row_scale[m]); c FP32 [M, N] row-major, N a multiple of 4.
+void scale_rows_to_fp16(const float* c, const float* row_scale, int M, int N, uint16_t* y, cudaStream_t stream);
+
+// Fills n floats with 1.0f (the unit column scale of the outer-vector epilogue).
+void fill_ones(float* p, int64_t n, cudaStream_t stream);
+
+}  // namespace nibble::cuda
