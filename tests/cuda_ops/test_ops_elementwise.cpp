@@ -1,8 +1,10 @@
 // GPU element-wise ops and RMSNorm vs float64 references on fresh random data; outputs poisoned
 // (NaN) before each run. Tolerance for FP16 outputs: 2^-10 relative (one fp16 ulp: the GPU's FP32
 // value may round to the other neighbour) + 1e-7 absolute (fp16 subnormal spacing).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "nibble/cuda/ops.h"
 #include "nibble/error.h"
@@ -88,6 +90,43 @@ TEST_F(OpsElementwise, SiluMulIncludingInPlace) {
       EXPECT_EQ(got[i], got_inplace[i]) << i;
     }
   }
+}
+
+// The stacked gate/up form equals silu_mul on the two halves of each row, bit for bit.
+TEST_F(OpsElementwise, SiluMulRowsEqualsSiluMulPerRow) {
+  for (auto [T, I] : {std::pair{1, 7}, {3, 1000}, {5, 33}}) {
+    const auto gu = random_half(size_t(T) * 2 * I, 3.0f);
+    GpuBuffer<uint16_t> dgu(gu), out(size_t(T) * I), row(static_cast<size_t>(I));
+    out.poison();
+    ops::silu_mul_rows(dgu.get(), T, I, out.get(), nullptr);
+    const auto got = out.host();
+    for (int t = 0; t < T; ++t) {
+      row.poison();
+      ops::silu_mul(dgu.get() + size_t(t) * 2 * I, dgu.get() + size_t(t) * 2 * I + I, I, row.get(), nullptr);
+      const auto want = row.host();
+      for (int i = 0; i < I; ++i) ASSERT_EQ(got[size_t(t) * I + i], want[size_t(i)]) << "T " << T << " t " << t << " i " << i;
+    }
+  }
+}
+
+TEST_F(OpsElementwise, SplitColumnsCopiesEachPart) {
+  for (auto [T, n0, n1, n2] : {std::tuple{1, 8, 3, 5}, {4, 64, 16, 16}, {3, 5, 9, 0}}) {
+    const auto src = random_half(size_t(T) * (n0 + n1 + n2), 1.0f);
+    GpuBuffer<uint16_t> ds(src), d0(size_t(T) * n0), d1(size_t(T) * n1), d2(size_t(T) * std::max(n2, 1));
+    d0.poison(), d1.poison(), d2.poison();
+    ops::split_columns(ds.get(), T, n0, n1, n2, d0.get(), d1.get(), n2 ? d2.get() : nullptr, nullptr);
+    const auto g0 = d0.host(), g1 = d1.host(), g2 = d2.host();
+    const int N = n0 + n1 + n2;
+    for (int t = 0; t < T; ++t)
+      for (int c = 0; c < N; ++c) {
+        const uint16_t want = src[size_t(t) * N + c];
+        const uint16_t got = c < n0 ? g0[size_t(t) * n0 + c] : c < n0 + n1 ? g1[size_t(t) * n1 + c - n0]
+                                                                       : g2[size_t(t) * n2 + c - n0 - n1];
+        ASSERT_EQ(got, want) << "T " << T << " t " << t << " column " << c;
+      }
+  }
+  GpuBuffer<uint16_t> h(8);
+  EXPECT_THROW(ops::split_columns(h.get(), 1, 4, 2, 2, h.get(), h.get(), nullptr, nullptr), Error);  // d2 missing
 }
 
 // float64 RMSNorm of one row.

@@ -34,6 +34,13 @@ void add_bias(uint16_t* y, const float* bias, int T, int N, cudaStream_t stream)
 
 // out[i] = fp16(silu(gate[i]) * up[i]), all FP16 of n elements (out may alias gate).
 void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out, cudaStream_t stream);
+// The same over a stacked gate/up output gate_up [T, 2I] (gate columns first): out [T, I].
+void silu_mul_rows(const uint16_t* gate_up, int T, int I, uint16_t* out, cudaStream_t stream);
+
+// A stacked linear's output src [T, n0 + n1 + n2] split by columns: d0 [T, n0], d1 [T, n1],
+// d2 [T, n2] (n2 = 0, d2 null: two parts).
+void split_columns(const uint16_t* src, int T, int n0, int n1, int n2, uint16_t* d0, uint16_t* d1, uint16_t* d2,
+                   cudaStream_t stream);
 
 // For each token t: optional per-head RMSNorm of q and k (Qwen3; q_norm / k_norm FP32 [d], null to
 // skip), RoPE at pos[t] on q (in place, FP16 [T, nh*d]) and k, then k and v (FP16 [T, nkv*d])

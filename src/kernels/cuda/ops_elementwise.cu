@@ -42,6 +42,30 @@ __global__ void silu_mul_kernel(const uint16_t* gate, const uint16_t* up, int64_
   }
 }
 
+__global__ void silu_mul_rows_kernel(const uint16_t* gate_up, int64_t n, int I, uint16_t* out) {
+  pdl_wait();
+  pdl_trigger();
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n; j += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = j / I, i = j % I;
+    const float g = h2f(gate_up[t * 2 * I + i]);
+    out[j] = f2h(g / (1.0f + __expf(-g)) * h2f(gate_up[t * 2 * I + I + i]));
+  }
+}
+
+__global__ void split_columns_kernel(const uint16_t* src, int64_t n, int n0, int n1, int n2, uint16_t* d0,
+                                     uint16_t* d1, uint16_t* d2) {
+  pdl_wait();
+  pdl_trigger();
+  const int N = n0 + n1 + n2;
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n; j += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = j / N;
+    const int c = int(j % N);
+    if (c < n0) d0[t * n0 + c] = src[j];
+    else if (c < n0 + n1) d1[t * n1 + (c - n0)] = src[j];
+    else d2[t * n2 + (c - n0 - n1)] = src[j];
+  }
+}
+
 __global__ void half_to_float_kernel(const uint16_t* x, int64_t n, float* y) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     y[i] = h2f(x[i]);
@@ -72,6 +96,29 @@ void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out
   require_ptr(gate, "silu_mul", "gate"), require_ptr(up, "silu_mul", "up"), require_ptr(out, "silu_mul", "out");
   launch_pdl(silu_mul_kernel, grid_for(n), kThreads, 0, stream, gate, up, n, out);
   check_launch("silu_mul");
+}
+
+void silu_mul_rows(const uint16_t* gate_up, int T, int I, uint16_t* out, cudaStream_t stream) {
+  require(T >= 0 && I > 0, "silu_mul_rows", "bad shape T=" + std::to_string(T) + " I=" + std::to_string(I));
+  if (T == 0) return;
+  require_ptr(gate_up, "silu_mul_rows", "gate_up"), require_ptr(out, "silu_mul_rows", "out");
+  const int64_t n = int64_t(T) * I;
+  launch_pdl(silu_mul_rows_kernel, grid_for(n), kThreads, 0, stream, gate_up, n, I, out);
+  check_launch("silu_mul_rows");
+}
+
+void split_columns(const uint16_t* src, int T, int n0, int n1, int n2, uint16_t* d0, uint16_t* d1, uint16_t* d2,
+                   cudaStream_t stream) {
+  const char* fn = "split_columns";
+  require(T >= 0 && n0 > 0 && n1 > 0 && n2 >= 0, fn,
+          "bad shape T=" + std::to_string(T) + " n=" + std::to_string(n0) + "/" + std::to_string(n1) + "/" +
+              std::to_string(n2));
+  if (T == 0) return;
+  require_ptr(src, fn, "src"), require_ptr(d0, fn, "d0"), require_ptr(d1, fn, "d1");
+  require(n2 == 0 || d2, fn, "d2 is null while n2 > 0");
+  const int64_t n = int64_t(T) * (n0 + n1 + n2);
+  launch_pdl(split_columns_kernel, grid_for(n), kThreads, 0, stream, src, n, n0, n1, n2, d0, d1, d2);
+  check_launch(fn);
 }
 
 void half_to_float(const uint16_t* x, int64_t n, float* y, cudaStream_t stream) {

@@ -44,13 +44,19 @@ int resolve_context(const ModelConfig& c, int max_context) {
   return ctx;
 }
 
+// Columns of the widest stacked output (q/k/v or gate/up run as one FP16 matrix).
+size_t stack_width(const ModelConfig& c) {
+  const size_t qkv = size_t(c.num_heads + 2 * c.num_kv_heads) * size_t(c.head_dim);
+  return std::max(qkv, 2 * size_t(c.intermediate_size));
+}
+
 }  // namespace
 
 size_t scratch_bytes(const DeviceModel::Impl& m, int rows) {
   const ModelConfig& c = *m.cfg;
   const size_t H = size_t(c.hidden_size), I = size_t(c.intermediate_size), V = size_t(m.vocab);
   const size_t qd = size_t(c.num_heads) * c.head_dim, kd = size_t(c.num_kv_heads) * c.head_dim;
-  const size_t per_row = 4 * H + 2 * (2 * H + 2 * qd + 2 * kd + 2 * I) + 4 * V +
+  const size_t per_row = 4 * H + 2 * (2 * H + 2 * qd + 2 * kd + 2 * I + stack_width(c)) + 4 * V +
                          (m.head_quantized ? 2 * V : 0) + 10 * 4;
   return size_t(rows) * per_row;
 }
@@ -98,6 +104,7 @@ Batch::Impl::Impl(const DeviceModel::Impl& dm, const BatchOptions& opt)
   v = DeviceBuffer<uint16_t>(rows * kd);
   gate = DeviceBuffer<uint16_t>(rows * I);
   up = DeviceBuffer<uint16_t>(rows * I);
+  stack_out = DeviceBuffer<uint16_t>(rows * stack_width(c));
   logits = DeviceBuffer<float>(rows * V);
   if (m.head_quantized) logits16 = DeviceBuffer<uint16_t>(rows * V);
   rows_h = PinnedBuffer<int32_t>(3 * rows);

@@ -8,7 +8,7 @@ namespace nibble::cuda {
 void Batch::Impl::forward(int T, bool decode, int prefill_slot, int pos0, int n_out, GemmWorkspace& ws) {
   const int H = c.hidden_size, nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
   const float eps = float(c.rms_norm_eps);
-  const LinearExec ex{stream, &ws, &cublas};
+  const LinearExec ex{stream, &ws, &cublas, stack_out.get()};
   ops::embed(m.embed.get(), ids, T, H, x.get(), stream);
   mark("embed");
   ops::rmsnorm(x.get(), m.layers[0].attn_norm.get(), T, H, eps, xn.get(), stream);

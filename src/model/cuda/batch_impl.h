@@ -36,6 +36,7 @@ struct Batch::Impl {
   DeviceBuffer<float> rope;             // [max_ctx][d]: d/2 cosines then d/2 sines per position
   DeviceBuffer<float> x;                // FP32 residual stream [rows, H]
   DeviceBuffer<uint16_t> xn, q, k, v, att, tmp, gate, up;
+  DeviceBuffer<uint16_t> stack_out;     // [rows, widest stack] (LinearExec::stack_out)
   DeviceBuffer<float> logits;           // [rows, V]
   DeviceBuffer<uint16_t> logits16;      // [rows, V], for a quantized output layer only
   // A step's per-row inputs, staged in pinned memory and copied in one transfer: [3][rows] =

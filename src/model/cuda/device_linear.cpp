@@ -41,16 +41,17 @@ std::string gemm_format(const std::string& f) {
 
 }  // namespace
 
-DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name, bool gemv_stacked)
-    : name_(std::move(name)), format_(w.format), N_(w.rows), K_(w.cols), gemv_stacked_(gemv_stacked),
+DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name, Held held)
+    : name_(std::move(name)), format_(w.format), N_(w.rows), K_(w.cols), held_(held),
       crossover_(crossover_for(gemm_format(w.format).empty() ? w.format : gemm_format(w.format), w.cols, w.rows)) {
   if (!bias.empty()) {
     if (int64_t(bias.size()) != N_)
       throw Error(fmt::format("{}: bias has {} elements, the weight has {} rows", name_, bias.size(), N_));
     bias_ = DeviceBuffer<float>(std::vector<float>(bias.begin(), bias.end()));
   }
+  if (held_ == Held::fp16_in_layer) return;
   std::string why;
-  if (has_kernel(format_) && !gemv_stacked_) try_upload(gemv_, why, [&] { return upload(w, name_); });
+  if (has_kernel(format_) && held_ == Held::here) try_upload(gemv_, why, [&] { return upload(w, name_); });
   if (const std::string g = gemm_format(format_); !g.empty())
     try_upload(gemm_, why, [&] {
       if (g == w.format) return upload_gemm(w, name_);
@@ -58,14 +59,14 @@ DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, s
       same_storage.format = g;
       return upload_gemm(same_storage, name_);
     });
-  if (gemv_ || gemv_stacked_ || gemm_) return;
+  if (gemv_ || held_ == Held::gemv_in_layer || gemm_) return;
   if (!is_plain_float(format_))
     fp16_reason_ = why.empty() ? fmt::format("format '{}' has no CUDA kernel", format_) : why;
   fp16_ = DeviceBuffer<uint16_t>(dequantize_fp16(w, name_));
 }
 
 DeviceLinear::Path DeviceLinear::path_for(int M) const {
-  const bool gemv = gemv_ || gemv_stacked_;
+  const bool gemv = gemv_ || held_ == Held::gemv_in_layer;
   if (!gemv && !gemm_) return Path::fp16;
   if (gemm_ && M >= crossover_.dequant_from_m) return Path::dequant_cublas;
   if (gemv && (M < crossover_.gemm_from_m || !gemm_)) return Path::gemv;
@@ -90,6 +91,8 @@ void DeviceLinear::run(const uint16_t* x, int M, uint16_t* y, const LinearExec& 
       break;
     }
     case Path::fp16:
+      if (held_ == Held::fp16_in_layer)
+        throw Error(fmt::format("{}: its FP16 weight is stacked with its neighbours: run it through its layer", name_));
       ex.cublas->gemm(x, fp16_.get(), y, M, int(N_), int(K_), ex.stream);
       break;
   }

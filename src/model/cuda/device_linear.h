@@ -21,6 +21,7 @@ struct LinearExec {
   cudaStream_t stream = nullptr;
   GemmWorkspace* gemm_ws = nullptr;
   CublasFp16* cublas = nullptr;
+  uint16_t* stack_out = nullptr;  // [rows, widest stack]: a stacked FP16 linear's output before its split
 };
 
 class DeviceLinear {
@@ -32,9 +33,11 @@ class DeviceLinear {
   // Uploads w [N, K] (and an FP32 bias [N], or none) in every layout it will run from: the GEMV
   // layout where the format has a GEMV kernel for this shape, the GEMM layout where it has a GEMM
   // kernel; FP16 (dequantized on the host) for cuBLAS when it has neither. `name` is named in
-  // errors and in fp16_reason(). gemv_stacked: the GEMV layout is held by the layer in a stack
-  // with its neighbours (DeviceLayer), so it is not uploaded here and run() refuses the GEMV path.
-  DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name, bool gemv_stacked = false);
+  // errors and in fp16_reason(). `held`: here, or by the layer in a stack with its neighbours
+  // (DeviceLayer): the GEMV layout only (run() then refuses the GEMV path), or, for a plain float
+  // weight, all of it as FP16 (run() refuses every path).
+  enum class Held { here, gemv_in_layer, fp16_in_layer };
+  DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name, Held held = Held::here);
 
   // y[M, N] = x[M, K] · W^T (+ bias), FP16 on the device, asynchronous on ex.stream.
   void run(const uint16_t* x, int M, uint16_t* y, const LinearExec& ex) const;
@@ -59,7 +62,7 @@ class DeviceLinear {
   int64_t N_ = 0, K_ = 0;
   Crossover crossover_;  // where the paths switch (nibble/cuda/crossover.h)
   std::optional<DeviceWeight> gemv_;
-  bool gemv_stacked_ = false;
+  Held held_ = Held::here;
   std::optional<GemmWeight> gemm_;
   DeviceBuffer<uint16_t> fp16_;
   DeviceBuffer<float> bias_;
