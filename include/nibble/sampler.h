@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nibble {
@@ -82,12 +83,18 @@ class ResetController {
   // decide() for an entropy H_t already computed (e.g. on the GPU); throws nibble::Error when it
   // is negative or not finite.
   ResetDecision decide_entropy(double entropy);
+  // The threshold the next decide compares H_t against (tau0 in a confident step, the step entropy
+  // in an uncertain one): known before H_t, so a GPU can apply the rule itself (temperature =
+  // t_high when H_t >= it, else t_low) and decide_entropy(H_t) then returns that same choice.
+  double next_threshold() const;
   void accept(int32_t token);
   int64_t position() const { return t_; }  // index t of the next token to decide
   const ResetParams& params() const { return p_; }
 
  private:
   bool ends_step(int32_t token);  // does token t end its step (token t+1 starts a new one)?
+  // h_step and h_bar of the next token (t > 0).
+  std::pair<double, double> step_signals() const;
 
   ResetParams p_;
   TokenTextFn text_;

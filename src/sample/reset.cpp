@@ -2,6 +2,7 @@
 // estimate, with O(1) bookkeeping.
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "nibble/error.h"
 #include "nibble/sampler.h"
@@ -43,19 +44,28 @@ ResetDecision ResetController::decide_entropy(double entropy) {
     throw Error("reset sampler: entropy must be finite and >= 0, got " + std::to_string(entropy));
   ResetDecision d;
   d.entropy = entropy;
-  const int64_t w = p_.window;
   if (t_ == 0) {
     d.h_step = d.entropy;  // nothing seen yet
     d.h_bar = d.h_step;    // the first step counts as confident
   } else {
-    d.h_step = step_n_ < w ? window_sum_ / double(std::min(t_, w)) : step_sum_ / double(step_n_);
-    d.h_bar = total_sum_ / double(t_);
+    std::tie(d.h_step, d.h_bar) = step_signals();
   }
   d.uncertain_step = d.h_step > d.h_bar;
-  const double threshold = d.uncertain_step ? d.h_step : p_.tau0;
-  d.temperature = d.entropy >= threshold ? p_.t_high : p_.t_low;
+  d.temperature = d.entropy >= next_threshold() ? p_.t_high : p_.t_low;
   pending_ = d.entropy;
   return d;
+}
+
+std::pair<double, double> ResetController::step_signals() const {
+  const int64_t w = p_.window;
+  const double h_step = step_n_ < w ? window_sum_ / double(std::min(t_, w)) : step_sum_ / double(step_n_);
+  return {h_step, total_sum_ / double(t_)};
+}
+
+double ResetController::next_threshold() const {
+  if (t_ == 0) return p_.tau0;  // the first token counts as a confident step
+  const auto [h_step, h_bar] = step_signals();
+  return h_step > h_bar ? h_step : p_.tau0;
 }
 
 void ResetController::accept(int32_t token) {

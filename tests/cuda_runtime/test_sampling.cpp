@@ -73,6 +73,30 @@ TEST(DeviceSampling, EntropiesMatchTheCpuAndDriveReset) {
   EXPECT_THROW(c.decide_entropy(NAN), Error);
 }
 
+// ReSET's rule on the device: each row takes t_high when its entropy reaches the threshold, else
+// t_low, and draws exactly as sample() does at that temperature; the entropies come back.
+TEST(DeviceSampling, SampleByEntropyAppliesTheRuleOnTheDevice) {
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 gen(seed);
+  Stepped s = three_rows(llama_model(768), gen);
+  const std::vector<float> h = s.b->entropies();
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<EntropyRule> rules(3);
+  std::vector<SampleParams> same(3);
+  for (int r = 0; r < 3; ++r) {
+    const bool high = r != 1;  // row 1 below its threshold, the others at or above theirs
+    rules[size_t(r)] = {high ? double(h[size_t(r)]) : double(h[size_t(r)]) + 0.5, 0.3f, 1.2f, 0.9f, u(gen)};
+    same[size_t(r)] = {high ? 1.2f : 0.3f, 0.9f, rules[size_t(r)].u};
+  }
+  std::vector<float> got_h;
+  const std::vector<int32_t> ids = s.b->sample_by_entropy(rules, &got_h);
+  EXPECT_EQ(got_h, h);
+  EXPECT_EQ(ids, s.b->sample(same));
+  rules[0].threshold = NAN;
+  EXPECT_THROW(s.b->sample_by_entropy(rules, &got_h), Error);
+}
+
 // The draw with uniform u follows the inverse CDF over the nucleus in descending-probability
 // order (float64 reference on the copied logits); draws within 1e-5 of a boundary are skipped.
 TEST(DeviceSampling, TemperatureTopPFollowsTheInverseCdf) {

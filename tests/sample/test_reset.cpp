@@ -65,6 +65,7 @@ void check_sequence(std::mt19937_64& rng, int window, Coverage& cov) {
     H.push_back(ref::entropy(ref::softmax(z)));
     auto want = ref::reset_signals(H, texts, t, size_t(window), p.t_low, p.t_high, p.tau0);
     ASSERT_EQ(ctl.position(), int64_t(t));
+    const double threshold = ctl.next_threshold();  // known before the token's entropy
     auto got = ctl.decide(z.data(), kVocab);
     SCOPED_TRACE("t " + std::to_string(t) + " w " + std::to_string(window));
     EXPECT_NEAR(got.entropy, want.entropy, 1e-12);
@@ -72,6 +73,8 @@ void check_sequence(std::mt19937_64& rng, int window, Coverage& cov) {
     EXPECT_NEAR(got.h_bar, want.h_bar, 1e-12);
     ASSERT_EQ(got.temperature, want.temperature);
     EXPECT_EQ(got.uncertain_step, want.h_step > want.h_bar);
+    EXPECT_NEAR(threshold, t == 0 || want.h_step <= want.h_bar ? p.tau0 : want.h_step, 1e-12);
+    ASSERT_EQ(got.temperature, got.entropy >= threshold ? p.t_high : p.t_low);  // the GPU's form of the rule
     cov.branch[got.uncertain_step][got.temperature == p.t_high]++;
     if (t > 0 && t - t0 >= size_t(window)) cov.step_mean++;
     if (t0 > 0 && t - t0 < size_t(window) && t > t0 && t >= size_t(window)) cov.window_cross++;

@@ -138,17 +138,22 @@ struct ResetRows {
     TokenTextFn text = [&tok, V](int32_t id) { return id < V ? tok.token_text(id) : std::string(); };
     for (int i = 0; i < B; ++i) ctl.emplace_back(ResetParams{}, text);
   }
-  std::vector<SampleParams> decide(const std::vector<float>& entropy) {
-    std::vector<SampleParams> p(entropy.size());
+  // One ReSET token per row: the rule applied on the device (Batch::sample_by_entropy), then the
+  // controllers advanced with the entropies and tokens that came back.
+  std::vector<int32_t> sample(Batch& b) {
+    std::vector<EntropyRule> rules(ctl.size());
     std::uniform_real_distribution<float> u(0.0f, 1.0f);
-    for (size_t i = 0; i < p.size(); ++i) {
-      const ResetDecision d = ctl[i].decide_entropy(entropy[i]);
-      p[i] = {float(d.temperature), float(ctl[i].params().top_p), u(rng)};
+    for (size_t i = 0; i < ctl.size(); ++i) {
+      const ResetParams& p = ctl[i].params();
+      rules[i] = {ctl[i].next_threshold(), float(p.t_low), float(p.t_high), float(p.top_p), u(rng)};
     }
-    return p;
-  }
-  void accept(const std::vector<int32_t>& tokens) {
-    for (size_t i = 0; i < tokens.size(); ++i) ctl[i].accept(tokens[i]);
+    std::vector<float> entropy;
+    const std::vector<int32_t> tokens = b.sample_by_entropy(rules, &entropy);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      ctl[i].decide_entropy(entropy[i]);
+      ctl[i].accept(tokens[i]);
+    }
+    return tokens;
   }
 };
 
@@ -165,8 +170,7 @@ double time_decode(Batch& b, std::vector<int32_t>& tokens, int steps, Mode mode,
   for (int s = 0; s < steps; ++s) {
     b.step(slots, tokens);
     if (mode == Mode::reset) {
-      tokens = b.sample(reset.decide(b.entropies()));
-      reset.accept(tokens);
+      tokens = reset.sample(b);
     } else if (mode == Mode::sampled) {
       for (SampleParams& p : fixed) p.u = uniform(reset.rng);
       tokens = b.sample(fixed);
@@ -284,7 +288,9 @@ void write_results(const std::vector<Row>& rows, const DeviceInfo& dev, double c
       "+ KV-cache bytes read at the mean context) / copy bandwidth; %floor = floor / step time; xfp16: over the FP16 "
       "path of the same model at the same batch (same run); top-p %: extra time of a step sampled on the device at "
       "temperature 0.6, top-p 0.95 over a greedy step; ReSET %: extra time of a ReSET step (device entropies, the "
-      "host rule, its temperature + top-p on the device) over that top-p step, i.e. what ReSET adds to the sampler "
+      "rule applied on the device from each host controller's threshold, then temperature + top-p on the device; "
+      "the controllers updated with the entropies and tokens that come back) over that top-p step, i.e. what "
+      "ReSET adds to the sampler "
       "it replaces (paper 002's measure); entropy %: the device entropies alone over greedy. Weights are random "
       "where the model says so (`nibble init-random`). Command: `nibble bench e2e`.\n\n"
       "| model | format | batch | prefill tok/s | decode tok/s | step us | floor us | %floor | xfp16 | top-p % | ReSET % | "

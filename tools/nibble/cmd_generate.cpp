@@ -158,9 +158,13 @@ class CudaGenerator final : public Generator {
   void prefill(std::span<const int32_t> prompt) override { batch_.prefill(0, prompt); }
   int32_t pick() override {
     using nibble::SamplerKind;
-    if (cfg_.kind == SamplerKind::Reset) {
-      const nibble::ResetDecision d = reset_->decide_entropy(batch_.entropies()[0]);
-      const int32_t id = on_device(float(d.temperature), float(cfg_.reset.top_p));
+    if (cfg_.kind == SamplerKind::Reset) {  // the rule on the device: no round trip before the draw
+      const nibble::ResetParams& p = cfg_.reset;
+      const nibble::cuda::EntropyRule rule{reset_->next_threshold(), float(p.t_low), float(p.t_high),
+                                           float(p.top_p), uniform()};
+      std::vector<float> entropy;
+      const int32_t id = batch_.sample_by_entropy(std::span(&rule, 1), &entropy)[0];
+      reset_->decide_entropy(entropy[0]);
       reset_->accept(id);
       return id;
     }
@@ -177,10 +181,10 @@ class CudaGenerator final : public Generator {
   int max_context() const override { return batch_.max_context(); }
 
  private:
+  // 53 random bits -> [0, 1); kept below 1 after the cast to float
+  float uniform() { return std::min(float(double(rng_() >> 11) * 0x1p-53), std::nextafter(1.0f, 0.0f)); }
   int32_t on_device(float temperature, float top_p) {
-    // 53 random bits -> [0, 1); kept below 1 after the cast to float
-    const float u = std::min(float(double(rng_() >> 11) * 0x1p-53), std::nextafter(1.0f, 0.0f));
-    const nibble::cuda::SampleParams p{temperature, top_p, u};
+    const nibble::cuda::SampleParams p{temperature, top_p, uniform()};
     return batch_.sample(std::span<const nibble::cuda::SampleParams>(&p, 1))[0];
   }
 

@@ -79,6 +79,10 @@ void half_to_float(const uint16_t* x, int64_t n, float* y, cudaStream_t stream);
 // and the argmax (lowest index on ties; NaN logits never win). Either output may be null. Few rows
 // are split over many CTAs, whose partial sums go to `workspace` (entropy_workspace_bytes(B, V)).
 size_t entropy_workspace_bytes(int B, int V);
+// ReSET's rule on the device (ResetController::next_threshold): temperature[b] = t_high[b] when
+// double(entropy[b]) >= threshold[b], else t_low[b], the comparison the host rule makes.
+void entropy_temperature(const float* entropy, const double* threshold, const float* t_low, const float* t_high,
+                         int B, float* temperature, cudaStream_t stream);
 void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, int32_t* argmax, void* workspace,
                            cudaStream_t stream);
 

@@ -70,6 +70,15 @@ struct SampleParams {
   float u = 0;            // the uniform draw in [0, 1) for this step (host RNG)
 };
 
+// ReSET's rule for one row, applied on the device (Batch::sample_by_entropy): temperature t_high
+// when the row's entropy >= threshold (ResetController::next_threshold()), else t_low.
+struct EntropyRule {
+  double threshold = 0;
+  float t_low = 0, t_high = 0;
+  float top_p = 1;
+  float u = 0;
+};
+
 // Device time of one kind of op in a profiled step (Batch::profile_step).
 struct OpTime {
   std::string op;  // "q", "attention", "lm_head", ...
@@ -106,6 +115,11 @@ class Batch {
   std::vector<float> entropies() const;  // per row of the last step, in nats (ReSET's signal)
   // The next token per row of the last step, chosen on the device (greedy or temperature + top-p).
   std::vector<int32_t> sample(std::span<const SampleParams> params);
+  // ReSET without a round trip to the host between the entropy and the draw: per row the entropy
+  // on the device, the temperature by `rules`, then temperature + top-p sampling. Returns the
+  // tokens; *entropies gets the entropies the rule used (for ResetController::decide_entropy,
+  // which then makes the same choice, and accept()).
+  std::vector<int32_t> sample_by_entropy(std::span<const EntropyRule> rules, std::vector<float>* entropies);
   // step() then logits().
   std::vector<float> decode(std::span<const int> slots, std::span<const int32_t> tokens);
   // step(), timed op by op (no graph; the kernels run back to back once the step is queued):

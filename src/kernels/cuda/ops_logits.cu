@@ -98,6 +98,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+__global__ void entropy_temperature_kernel(const float* entropy, const double* threshold, const float* t_low,
+                                           const float* t_high, int B, float* temperature) {
+  pdl_wait();
+  pdl_trigger();
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b < B) temperature[b] = double(entropy[b]) >= threshold[b] ? t_high[b] : t_low[b];
+}
+
 void check_rows(const char* fn, int B, int V) {
   require(B >= 0 && B <= 0x7fffffff && V > 0, fn, "bad shape rows=" + std::to_string(B) + " V=" + std::to_string(V));
 }
@@ -122,6 +130,18 @@ void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, in
   launch_pdl(entropy_partial_kernel, dim3(unsigned(chunks), unsigned(B)), kChunkThreads, 0, stream, logits, V, chunk,
              parts);
   launch_pdl(entropy_combine_kernel, unsigned(B), 32, 0, stream, parts, chunks, entropy, argmax);
+  check_launch(fn);
+}
+
+void entropy_temperature(const float* entropy, const double* threshold, const float* t_low, const float* t_high,
+                         int B, float* temperature, cudaStream_t stream) {
+  const char* fn = "entropy_temperature";
+  require(B >= 0, fn, "rows=" + std::to_string(B));
+  if (B == 0) return;
+  require_ptr(entropy, fn, "entropy"), require_ptr(threshold, fn, "threshold"), require_ptr(t_low, fn, "t_low");
+  require_ptr(t_high, fn, "t_high"), require_ptr(temperature, fn, "temperature");
+  launch_pdl(entropy_temperature_kernel, unsigned((B + 255) / 256), 256, 0, stream, entropy, threshold, t_low, t_high,
+             B, temperature);
   check_launch(fn);
 }
 

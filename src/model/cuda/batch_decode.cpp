@@ -97,22 +97,58 @@ std::vector<float> Batch::entropies() const {
   return out;
 }
 
+template <class T>
+void to_device(T* dst, const std::vector<T>& src, cudaStream_t stream) {
+  NIBBLE_CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+}
+
+// Temperature + top-p sampling of the last step's rows from b.temperature / top_p / u; with
+// `entropies`, the device entropies come back in the same synchronization.
+std::vector<int32_t> sample_rows(Batch::Impl& b, std::vector<float>* entropies = nullptr) {
+  ops::sample(b.logits.get(), b.last_rows, int(b.m.vocab), b.temperature.get(), b.top_p.get(), b.u.get(),
+              b.sampled.get(), b.logits_ws.get(), b.stream);
+  const size_t n = size_t(b.last_rows);
+  std::vector<int32_t> out(n);
+  if (entropies) {
+    entropies->resize(n);
+    NIBBLE_CUDA_CHECK(cudaMemcpyAsync(entropies->data(), b.entropy.get(), n * sizeof(float), cudaMemcpyDeviceToHost,
+                                      b.stream));
+  }
+  b.copy_to_host(out.data(), b.sampled.get(), n * sizeof(int32_t));  // synchronizes
+  return out;
+}
+
 std::vector<int32_t> Batch::sample(std::span<const SampleParams> params) {
   Impl& b = *p_;
-  const int B = b.last_rows;
-  check_params(params, B);
+  check_params(params, b.last_rows);
   const size_t n = params.size();
   std::vector<float> t(n), tp(n), u(n);
   for (size_t i = 0; i < n; ++i) t[i] = params[i].temperature, tp[i] = params[i].top_p, u[i] = params[i].u;
-  const size_t bytes = n * sizeof(float);
-  NIBBLE_CUDA_CHECK(cudaMemcpyAsync(b.temperature.get(), t.data(), bytes, cudaMemcpyHostToDevice, b.stream));
-  NIBBLE_CUDA_CHECK(cudaMemcpyAsync(b.top_p.get(), tp.data(), bytes, cudaMemcpyHostToDevice, b.stream));
-  NIBBLE_CUDA_CHECK(cudaMemcpyAsync(b.u.get(), u.data(), bytes, cudaMemcpyHostToDevice, b.stream));
-  ops::sample(b.logits.get(), B, int(b.m.vocab), b.temperature.get(), b.top_p.get(), b.u.get(), b.sampled.get(),
-              b.logits_ws.get(), b.stream);
-  std::vector<int32_t> out(n);
-  b.copy_to_host(out.data(), b.sampled.get(), out.size() * sizeof(int32_t));
-  return out;
+  to_device(b.temperature.get(), t, b.stream), to_device(b.top_p.get(), tp, b.stream), to_device(b.u.get(), u, b.stream);
+  return sample_rows(b);
+}
+
+std::vector<int32_t> Batch::sample_by_entropy(std::span<const EntropyRule> rules, std::vector<float>* entropies) {
+  Impl& b = *p_;
+  const int B = b.last_rows;
+  std::vector<SampleParams> as_params;  // the checks of sample(), on the parts they share
+  for (const EntropyRule& r : rules) as_params.push_back({r.t_high, r.top_p, r.u});
+  check_params(as_params, B);
+  const size_t n = rules.size();
+  std::vector<double> thr(n);
+  std::vector<float> lo(n), hi(n), tp(n), u(n);
+  for (size_t i = 0; i < n; ++i) {
+    const EntropyRule& r = rules[i];
+    if (!std::isfinite(r.threshold) || !std::isfinite(r.t_low))
+      throw Error(fmt::format("Batch::sample_by_entropy: row {}: threshold or t_low is not finite", i));
+    thr[i] = r.threshold, lo[i] = r.t_low, hi[i] = r.t_high, tp[i] = r.top_p, u[i] = r.u;
+  }
+  to_device(b.threshold.get(), thr, b.stream), to_device(b.t_low.get(), lo, b.stream);
+  to_device(b.t_high.get(), hi, b.stream), to_device(b.top_p.get(), tp, b.stream), to_device(b.u.get(), u, b.stream);
+  ops::logits_entropy_argmax(b.logits.get(), B, int(b.m.vocab), b.entropy.get(), nullptr, b.logits_ws.get(), b.stream);
+  ops::entropy_temperature(b.entropy.get(), b.threshold.get(), b.t_low.get(), b.t_high.get(), B, b.temperature.get(),
+                           b.stream);
+  return sample_rows(b, entropies);
 }
 
 std::vector<float> Batch::decode(std::span<const int> slots, std::span<const int32_t> tokens) {

@@ -46,7 +46,8 @@ struct Batch::Impl {
   int32_t *ids = nullptr, *slot = nullptr, *pos = nullptr;
   cudaEvent_t rows_copied = nullptr;  // rows_h may be rewritten once this has passed
   DeviceBuffer<int32_t> targets, sampled;  // [rows]
-  DeviceBuffer<float> nll, entropy, temperature, top_p, u;  // [rows]
+  DeviceBuffer<float> nll, entropy, temperature, top_p, u, t_low, t_high;  // [rows]
+  DeviceBuffer<double> threshold;                            // [rows]: ReSET's rule on the device
   DeviceBuffer<uint8_t> attn_ws, logits_ws;  // logits_ws: sampling's and the entropies' scratch
   std::vector<int> positions;           // per slot
   int last_rows = 0;                    // rows of logits the last step left (0: none)
