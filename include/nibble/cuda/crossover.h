@@ -18,9 +18,10 @@ namespace nibble::cuda {
 // M >= gemm_from_m, else the GEMV (in chunks of 16 rows above 16).
 struct Crossover {
   int gemm_from_m = 17;      // the GEMV's own limit is 16 rows
-  // H100, 2026-11-22: 55 of the 56 (format, shape) entries of `nibble tune --crossover`
-  // (docs/perf/crossover-h100-2026-11-22.json) switch here (dequant+cuBLAS wins at 256, not at 128)
-  int dequant_from_m = 129;
+  // H100, 2026-11-22, with the wgmma GEMM from 32 rows: 12 of the 20 (format, shape) entries of
+  // `nibble tune --crossover` on the Llama-3.1-8B linears (docs/perf/crossover-h100-2026-11-22-2.json)
+  // switch here, the k/v projections (N = 1024) at 257, down (K = 14336) at 513-1025
+  int dequant_from_m = 513;
 };
 
 struct CrossoverEntry {
