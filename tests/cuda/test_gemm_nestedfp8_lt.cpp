@@ -24,7 +24,6 @@
 #include "nibble/error.h"
 #include "nibble/format.h"
 #include "nibble/half.h"
-#include "nibble/nestedfp.h"
 #include "test_gemm_ref.h"
 
 namespace {
@@ -349,14 +348,9 @@ void time_shape(const TimingShape& s, cudaStream_t st, CublasFp16& blas, GemmWor
   const int maxM = 2048;
   std::normal_distribution<float> d(0.0f, 0.02f);
   std::vector<uint16_t> w16h(size_t(s.N) * s.K);
-  for (auto& h : w16h) h = float_to_half(d(g));
-  PackedTensor t;
-  t.format = "nestedfp8", t.rows = s.N, t.cols = s.K;
-  t.qweight.resize(w16h.size()), t.aux.resize(w16h.size());
-  for (size_t i = 0; i < w16h.size(); ++i) {
-    const auto p = nestedfp::split(w16h[i]);
-    t.qweight[i] = p.upper, t.aux[i] = p.lower;
-  }
+  std::vector<float> w16f(w16h.size());
+  for (size_t i = 0; i < w16h.size(); ++i) w16h[i] = float_to_half(d(g)), w16f[i] = half_to_float(w16h[i]);
+  const PackedTensor t = quantize("nestedfp8", w16f.data(), s.N, s.K);  // fp16 values: split exactly
   const int copies16 = rotation_copies(w16h.size() * 2), copies8 = rotation_copies(w16h.size());
   std::vector<std::unique_ptr<GpuBuffer<uint16_t>>> w16;
   for (int c = 0; c < copies16; ++c) w16.push_back(std::make_unique<GpuBuffer<uint16_t>>(w16h));

@@ -25,8 +25,8 @@
 #include "nibble/cuda/cublas_fp16.h"
 #include "nibble/cuda/gemm.h"
 #include "nibble/error.h"
+#include "nibble/format.h"
 #include "nibble/half.h"
-#include "nibble/nestedfp.h"
 
 namespace {
 
@@ -135,13 +135,9 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
   }
   // FP16 weights small enough for NestedFP (|w| < 1.875), their planes, and the upper plane as FP8.
   const auto hw = random_halves(size_t(s.N) * s.K, 11, 0.02f);
-  PackedTensor nested;
-  nested.format = "nestedfp", nested.rows = s.N, nested.cols = s.K;
-  nested.qweight.resize(hw.size()), nested.aux.resize(hw.size());
-  for (size_t i = 0; i < hw.size(); ++i) {
-    const auto p = nestedfp::split(hw[i]);
-    nested.qweight[i] = p.upper, nested.aux[i] = p.lower;
-  }
+  std::vector<float> hw_f(hw.size());
+  for (size_t i = 0; i < hw.size(); ++i) hw_f[i] = half_to_float(hw[i]);
+  PackedTensor nested = quantize("nestedfp", hw_f.data(), s.N, s.K);  // fp16 values: split exactly
   std::map<int, double> fp16_us;
   GemmWorkspace ws;
   auto add = [&](const std::string& f, const std::string& path, int M, double us) {
