@@ -77,7 +77,8 @@ void half_to_float(const uint16_t* x, int64_t n, float* y, cudaStream_t stream);
 
 // Per row b of FP32 logits [B, V]: entropy (nats) of softmax at temperature 1 (the ReSET signal),
 // and the argmax (lowest index on ties; NaN logits never win). Either output may be null. Few rows
-// are split over many CTAs, whose partial sums go to `workspace` (entropy_workspace_bytes(B, V)).
+// are split over many CTAs, whose partial sums go to `workspace` (entropy_workspace_bytes(B, V):
+// enough for any call with at most B rows).
 size_t entropy_workspace_bytes(int B, int V);
 // ReSET's rule on the device (ResetController::next_threshold): temperature[b] = t_high[b] when
 // double(entropy[b]) >= threshold[b], else t_low[b], the comparison the host rule makes.

@@ -1,17 +1,13 @@
 // Per-row statistics of FP32 logits: entropy and argmax (the ReSET signal, greedy decoding) and
 // the token NLL (perplexity). The sums of exponentials are kept in FP64.
-#include "nibble/cuda/ops.h"
 #include <algorithm>
 
 #include "gemm_launch.cuh"
+#include "nibble/cuda/ops.h"
 #include "ops_common.cuh"
-#include "pdl.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
-using cuda::detail::launch_pdl;
-using cuda::detail::pdl_trigger;
-using cuda::detail::pdl_wait;
 
 namespace {
 
@@ -112,9 +108,11 @@ void check_rows(const char* fn, int B, int V) {
 
 }  // namespace
 
+// Enough for any row count up to B (a Batch sizes it for max_batch and calls with fewer rows):
+// b * entropy_chunks(b) <= b * ceil(2 SMs / b) < 2 SMs + b.
 size_t entropy_workspace_bytes(int B, int V) {
   check_rows("entropy_workspace_bytes", B, V);
-  return size_t(B) * size_t(entropy_chunks(std::max(B, 1), V)) * sizeof(Partial);
+  return (2 * size_t(tc::sm_count()) + size_t(B)) * sizeof(Partial);
 }
 
 void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, int32_t* argmax, void* workspace,
