@@ -63,8 +63,8 @@ constexpr int kPromptVocab = 49152;  // the stand-in tokenizer's size: prompts s
 constexpr int kWarmupSteps = 2;      // the first step of a batch size captures its graph
 // Decode passes per batch, in an order whose context growth cancels out between the modes.
 // entropy: greedy + the device entropies copied back; sampled: a fixed temperature + top-p on the
-// device (the sampler ReSET replaces, paper 002's baseline); reset: entropies, the ReSET rule on the
-// host, then its temperature + top-p on the device.
+// device (the sampler ReSET replaces, paper 002's baseline); reset: the ReSET rule applied on the
+// device from each controller's threshold (Batch::sample_by_entropy), then temperature + top-p.
 enum class Mode { greedy, entropy, sampled, reset };
 constexpr Mode kPassModes[] = {Mode::greedy, Mode::reset,   Mode::entropy, Mode::sampled,
                                Mode::sampled, Mode::entropy, Mode::reset,   Mode::greedy};
@@ -143,10 +143,7 @@ struct ResetRows {
   std::vector<int32_t> sample(Batch& b) {
     std::vector<EntropyRule> rules(ctl.size());
     std::uniform_real_distribution<float> u(0.0f, 1.0f);
-    for (size_t i = 0; i < ctl.size(); ++i) {
-      const ResetParams& p = ctl[i].params();
-      rules[i] = {ctl[i].next_threshold(), float(p.t_low), float(p.t_high), float(p.top_p), u(rng)};
-    }
+    for (size_t i = 0; i < ctl.size(); ++i) rules[i] = entropy_rule(ctl[i], u(rng));
     std::vector<float> entropy;
     const std::vector<int32_t> tokens = b.sample_by_entropy(rules, &entropy);
     for (size_t i = 0; i < tokens.size(); ++i) {
@@ -202,7 +199,7 @@ std::vector<OpTime> profile_decode(Batch& b, std::vector<int32_t>& tokens) {
 }
 
 // Prefills slots [0, B) with the prompt, then runs the decode passes; fills the row's step_us,
-// tps, reset_pct, entropy_pct.
+// tps, sampled_pct, reset_pct, entropy_pct (and profile).
 void bench_batch(Batch& b, const Model& m, const std::vector<int32_t>& prompt, int steps, bool profile, Row& r) {
   const int B = r.batch;
   std::vector<int32_t> tokens(static_cast<size_t>(B));
@@ -287,7 +284,7 @@ void write_results(const std::vector<Row>& rows, const DeviceInfo& dev, double c
       "pass after {} warm-up steps, greedy sampling on the device; tokens/s = batch / step time. floor: (weight bytes "
       "+ KV-cache bytes read at the mean context) / copy bandwidth; %floor = floor / step time; xfp16: over the FP16 "
       "path of the same model at the same batch (same run); top-p %: extra time of a step sampled on the device at "
-      "temperature 0.6, top-p 0.95 over a greedy step; ReSET %: extra time of a ReSET step (device entropies, the "
+      "temperature {}, top-p {} over a greedy step; ReSET %: extra time of a ReSET step (device entropies, the "
       "rule applied on the device from each host controller's threshold, then temperature + top-p on the device; "
       "the controllers updated with the entropies and tokens that come back) over that top-p step, i.e. what "
       "ReSET adds to the sampler "
@@ -295,7 +292,8 @@ void write_results(const std::vector<Row>& rows, const DeviceInfo& dev, double c
       "where the model says so (`nibble init-random`). Command: `nibble bench e2e`.\n\n"
       "| model | format | batch | prefill tok/s | decode tok/s | step us | floor us | %floor | xfp16 | top-p % | ReSET % | "
       "entropy % |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-      date, dev.name, dev.sm_count, copy_gbps, o.prompt, o.steps, kWarmupSteps);
+      date, dev.name, dev.sm_count, copy_gbps, o.prompt, o.steps, kWarmupSteps, kBaselineTemperature,
+      ResetParams{}.top_p);
   for (const Row& r : rows) {
     const double pct = 100.0 * r.floor_us / r.step_us;
     const double speedup = r.fp16_tps > 0 ? r.tps / r.fp16_tps : 0.0;

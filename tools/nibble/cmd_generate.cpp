@@ -159,9 +159,7 @@ class CudaGenerator final : public Generator {
   int32_t pick() override {
     using nibble::SamplerKind;
     if (cfg_.kind == SamplerKind::Reset) {  // the rule on the device: no round trip before the draw
-      const nibble::ResetParams& p = cfg_.reset;
-      const nibble::cuda::EntropyRule rule{reset_->next_threshold(), float(p.t_low), float(p.t_high),
-                                           float(p.top_p), uniform()};
+      const nibble::cuda::EntropyRule rule = nibble::cuda::entropy_rule(*reset_, uniform());
       std::vector<float> entropy;
       const int32_t id = batch_.sample_by_entropy(std::span(&rule, 1), &entropy)[0];
       reset_->decide_entropy(entropy[0]);

@@ -14,6 +14,7 @@
 
 #include "nibble/format.h"
 #include "nibble/model.h"
+#include "nibble/sampler.h"
 #include "nibble/sequence.h"
 
 namespace nibble::cuda {
@@ -78,6 +79,8 @@ struct EntropyRule {
   float top_p = 1;
   float u = 0;
 };
+// The rule of `ctl` for its next token, with the uniform draw u in [0, 1).
+EntropyRule entropy_rule(const ResetController& ctl, float u);
 
 // Device time of one kind of op in a profiled step (Batch::profile_step).
 struct OpTime {

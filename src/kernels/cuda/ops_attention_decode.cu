@@ -10,13 +10,9 @@
 #include "gemm_launch.cuh"
 #include "nibble/cuda/ops.h"
 #include "ops_common.cuh"
-#include "pdl.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
-using cuda::detail::launch_pdl;
-using cuda::detail::pdl_trigger;
-using cuda::detail::pdl_wait;
 
 namespace {
 

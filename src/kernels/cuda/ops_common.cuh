@@ -1,6 +1,7 @@
 #pragma once
 // Shared pieces of the model-runtime ops (nibble/cuda/ops.h): host-side argument checks, the
-// launch check, fp16 bit conversions and warp/block reductions.
+// launch check, fp16 bit conversions and warp/block reductions; the ops launch through
+// programmatic dependent launch (pdl.cuh).
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -9,8 +10,13 @@
 
 #include "nibble/cuda/check.h"
 #include "nibble/error.h"
+#include "pdl.cuh"
 
 namespace nibble::cuda::ops::detail {
+
+using cuda::detail::launch_pdl;
+using cuda::detail::pdl_trigger;
+using cuda::detail::pdl_wait;
 
 // Throws nibble::Error "cuda::ops::<fn>: <what>" when `ok` is false.
 inline void require(bool ok, const char* fn, const std::string& what) {

@@ -1,13 +1,9 @@
 // RMSNorm of the FP32 residual stream into FP16, alone or fused with the residual add.
 #include "nibble/cuda/ops.h"
 #include "ops_common.cuh"
-#include "pdl.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
-using cuda::detail::launch_pdl;
-using cuda::detail::pdl_trigger;
-using cuda::detail::pdl_wait;
 
 namespace {
 

@@ -1,13 +1,9 @@
 // Per-head q/k RMSNorm (Qwen3), RoPE (HF convention: i pairs with i + d/2) and the KV-cache store.
 #include "nibble/cuda/ops.h"
 #include "ops_common.cuh"
-#include "pdl.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
-using cuda::detail::launch_pdl;
-using cuda::detail::pdl_trigger;
-using cuda::detail::pdl_wait;
 
 namespace {
 

@@ -128,6 +128,11 @@ std::vector<int32_t> Batch::sample(std::span<const SampleParams> params) {
   return sample_rows(b);
 }
 
+EntropyRule entropy_rule(const ResetController& ctl, float u) {
+  const ResetParams& p = ctl.params();
+  return {ctl.next_threshold(), float(p.t_low), float(p.t_high), float(p.top_p), u};
+}
+
 std::vector<int32_t> Batch::sample_by_entropy(std::span<const EntropyRule> rules, std::vector<float>* entropies) {
   Impl& b = *p_;
   const int B = b.last_rows;

@@ -5,6 +5,7 @@
 
 #include "model/cuda/device_model_impl.h"
 #include "model/cuda/fp16_weights.h"
+#include "model/cuda/upload_choice.h"
 #include "nibble/cuda/ops.h"
 #include "nibble/error.h"
 
@@ -12,8 +13,6 @@ namespace nibble::cuda {
 namespace {
 
 DeviceBuffer<float> norm(const std::vector<float>& w) { return DeviceBuffer<float>(w); }
-
-bool is_plain_float(std::string_view f) { return f == "fp32" || f == "fp16" || f == "bf16"; }
 
 // Plain float parts stacked as one FP16 weight (rows after rows), for one cuBLAS call; empty when
 // a part is quantized.
@@ -42,12 +41,10 @@ std::optional<DeviceWeight> stack(std::initializer_list<const LinearWeight*> par
   if (!enabled) return std::nullopt;
   for (const LinearWeight* p : parts)
     if (!has_kernel(p->w.format)) return std::nullopt;
-  try {
-    return upload();
-  } catch (const Error& e) {
-    if (std::string_view(e.what()).starts_with("CUDA error")) throw;
-    return std::nullopt;
-  }
+  std::optional<DeviceWeight> out;
+  std::string why;  // a stack no kernel takes: the parts run alone, nothing to report
+  try_upload(out, why, upload);
+  return out;
 }
 
 // One GEMV launch per 16 rows; out_rows[i]: the row length of output i.

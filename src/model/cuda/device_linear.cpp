@@ -6,30 +6,13 @@
 #include <vector>
 
 #include "model/cuda/fp16_weights.h"
+#include "model/cuda/upload_choice.h"
 #include "nibble/cuda/crossover.h"
 #include "nibble/cuda/ops.h"
 #include "nibble/error.h"
 
 namespace nibble::cuda {
 namespace {
-
-// Plain float weights are meant to run through cuBLAS: no warning for them.
-bool is_plain_float(std::string_view f) { return f == "fp32" || f == "fp16" || f == "bf16"; }
-
-// An upload that fails because a kernel does not take this shape falls back; a CUDA failure
-// (out of memory, no device) does not.
-bool is_cuda_failure(const Error& e) { return std::string_view(e.what()).starts_with("CUDA error"); }
-
-// out = up(), or, when the kernel does not take this shape, nothing and the first reason in why.
-template <class W, class Upload>
-void try_upload(std::optional<W>& out, std::string& why, const Upload& up) {
-  try {
-    out = up();
-  } catch (const Error& e) {
-    if (is_cuda_failure(e)) throw;
-    if (why.empty()) why = e.what();
-  }
-}
 
 // The GEMM that reads format f ("" for none). nvfp4-4over6 is NVFP4 storage and decoder
 // (FORMATS.md). nestedfp8's GEMM quantizes the activations to FP8 per token (W8A8) while the model

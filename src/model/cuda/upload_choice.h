@@ -1,0 +1,26 @@
+#pragma once
+// What DeviceLinear and DeviceLayer share when they choose the layouts a weight is uploaded in.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "nibble/error.h"
+
+namespace nibble::cuda {
+
+// Plain float weights are meant to run through cuBLAS as FP16: no kernel, no warning.
+inline bool is_plain_float(std::string_view f) { return f == "fp32" || f == "fp16" || f == "bf16"; }
+
+// out = up(), or, when a kernel does not take this shape, nothing and the first reason in why.
+// A CUDA failure (out of memory, no device) is not a shape problem: it is rethrown.
+template <class W, class Upload>
+void try_upload(std::optional<W>& out, std::string& why, const Upload& up) {
+  try {
+    out = up();
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).starts_with("CUDA error")) throw;
+    if (why.empty()) why = e.what();
+  }
+}
+
+}  // namespace nibble::cuda
