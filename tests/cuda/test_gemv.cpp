@@ -127,7 +127,14 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
   tc.engine = Engine::tensor_cores;
   const bool has_tc = c.format != "razer-fp3-g128" && c.K % 64 == 0;
   EXPECT_EQ(dw.qweight_mma != nullptr, has_tc);
-  if (has_tc) variants.push_back({"tensor cores", tc});
+  if (has_tc) {
+    variants.push_back({"tensor cores", tc});
+    for (int rb : {1, 2, 4}) {  // 2 and 4: row blocks past N
+      LinearOptions o = tc;
+      o.row_blocks = rb;
+      variants.push_back({"tensor cores row_blocks " + std::to_string(rb), o});
+    }
+  }
   variants.push_back({"dispatcher's choice", LinearOptions{}});
   for (int M = 1; M <= 16; ++M) {
     const std::vector<uint16_t> x = random_x(M, c.K, g);
@@ -185,6 +192,11 @@ TEST(GemvErrors, BadArgumentsThrowNibbleError) {
     o.k_splits = ks;
     EXPECT_THROW(linear(x.get(), 1, dw, y.get(), nullptr, o), Error);
   }
+  o.k_splits = 0;
+  for (int rb : {-1, 3, 8}) {
+    o.row_blocks = rb;
+    EXPECT_THROW(linear(x.get(), 4, dw, y.get(), nullptr, o), Error);
+  }
   EXPECT_THROW(upload(quantize("fp16", w.data(), 64, 128), "w"), Error);  // no kernel
   PackedTensor t = quantize("nvfp4", w.data(), 64, 128);
   t.scales.pop_back();
@@ -196,11 +208,12 @@ TEST(GemvErrors, BadArgumentsThrowNibbleError) {
 TEST(GemvTuning, TableRoundTripsKSplitsAndRejectsBadValues) {
   const auto path = std::filesystem::temp_directory_path() / ("nibble_tuning_" + std::to_string(std::random_device{}()) + ".json");
   TuningEntry e{"nvfp4", 4096, 1000, 1, {}};
-  e.choice = {2, Fp4Decode::lut, Engine::cuda_cores, 4};
+  e.choice = {2, Fp4Decode::lut, Engine::cuda_cores, 4, 4};
   save_tuning_table(path.string(), {e});
   load_tuning_table(path.string());
   const TunedChoice got = tuned_choice("nvfp4", 4096, 1000, 1);
   EXPECT_EQ(got.k_splits, 4);
+  EXPECT_EQ(got.row_blocks, 4);
   EXPECT_EQ(got.rows_per_warp, 2);
   EXPECT_EQ(got.fp4_decode, Fp4Decode::lut);
   {
@@ -213,6 +226,17 @@ TEST(GemvTuning, TableRoundTripsKSplitsAndRejectsBadValues) {
     ADD_FAILURE() << "k_splits 3 was accepted";
   } catch (const Error& ex) {
     EXPECT_NE(std::string(ex.what()).find("k_splits"), std::string::npos) << ex.what();
+  }
+  {
+    std::ofstream out(path);
+    out << R"([{"format": "nvfp4", "K": 64, "N": 8, "M": 2, "engine": "tensor_cores", "rows_per_warp": 2,
+              "fp4_decode": "bits", "row_blocks": 3}])";
+  }
+  try {
+    load_tuning_table(path.string());
+    ADD_FAILURE() << "row_blocks 3 was accepted";
+  } catch (const Error& ex) {
+    EXPECT_NE(std::string(ex.what()).find("row_blocks"), std::string::npos) << ex.what();
   }
   set_tuning_table({});
   std::filesystem::remove(path);

@@ -71,6 +71,8 @@ TEST_P(GemvStacked, EachPartEqualsItsOwnLaunch) {
       LinearOptions tc;
       tc.engine = Engine::tensor_cores;
       variants.push_back({"tensor cores", tc});
+      tc.row_blocks = 4;
+      variants.push_back({"tensor cores row_blocks 4", tc});
     }
     for (int M : {1, 3, 9, 16}) {
       const std::vector<uint16_t> x = random_x(M, K, g);
@@ -127,6 +129,8 @@ TEST_P(GemvStacked, SiluPairEqualsSeparateGemvsThenSiluMul) {
     LinearOptions tc;
     tc.engine = Engine::tensor_cores;
     variants.push_back({"tensor cores", tc});
+    tc.row_blocks = 2;
+    variants.push_back({"tensor cores row_blocks 2", tc});
   }
   for (int M : {1, 2, 5, 16}) {
     GpuBuffer<uint16_t> dx(random_x(M, K, g)), act(size_t(M * I)), yg(size_t(M * I)), yu(size_t(M * I));

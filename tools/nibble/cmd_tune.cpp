@@ -43,11 +43,17 @@ std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
 
 // Candidates per (format, shape, M). CUDA cores: rows per warp x K splits (paper 000 App. E's
 // SM-count tuning: the splits set how many CTAs share the SMs), bit decoder; the shared-memory
-// FP4 table never won a sweep (docs/kernels.md) and is left to `nibble bench kernels`. From M = 2
-// on, where the tensor cores win, only the heuristic's CUDA-core shape is timed against them.
+// FP4 table never won a sweep (docs/kernels.md) and is left to `nibble bench kernels`. Tensor
+// cores: row blocks per CTA. From M = 2 on, where the tensor cores win, only the
+// heuristic's CUDA-core shape is timed against them.
 std::vector<TunedChoice> candidates_for(const std::string& f, int64_t K, int64_t N, int M, bool has_tc) {
   std::vector<TunedChoice> out;
-  if (has_tc) out.push_back({2, Fp4Decode::bits, Engine::tensor_cores, 1});
+  if (has_tc)
+    for (int rb : {1, 2, 4}) {
+      TunedChoice c;
+      c.engine = Engine::tensor_cores, c.row_blocks = rb;
+      out.push_back(c);
+    }
   if (M >= 2 && has_tc) {
     TunedChoice h = default_choice(f, K, N, M);
     h.engine = Engine::cuda_cores;
@@ -61,7 +67,7 @@ std::vector<TunedChoice> candidates_for(const std::string& f, int64_t K, int64_t
 }
 
 double ctas_per_sm(const TunedChoice& c, int64_t N, int M, int sms) {
-  if (c.engine == Engine::tensor_cores) return double((N + 15) / 16) / sms;
+  if (c.engine == Engine::tensor_cores) return double((N + 16 * c.row_blocks - 1) / (16 * c.row_blocks)) / sms;
   const int rows = c.rows_per_warp == 4 && M <= 8 ? 4 : 2;
   const int64_t per_cta = 8 / c.k_splits * rows;
   return double((N + per_cta - 1) / per_cta) / sms;
@@ -121,13 +127,18 @@ void run_tune(const TuneOptions& o) {
           opt.rows_per_warp = cand.rows_per_warp;
           opt.engine = cand.engine;
           opt.k_splits = cand.k_splits;
+          opt.row_blocks = cand.row_blocks;
           const double us = time_rotated_us(
               [&](int c, cudaStream_t st) { linear(x, M, copies[size_t(c)], y, st, opt); }, int(copies.size()),
               stream, 32, 7);
-          std::printf("%-16s K=%-6lld N=%-6lld M=%-2d %-12s %-4s rows/warp %d k_splits %d (%5.1f CTAs/SM): %8.2f us\n",
-                      f.c_str(), (long long)K, (long long)N, M, std::string(engine_name(cand.engine)).c_str(),
-                      std::string(fp4_decode_name(cand.fp4_decode)).c_str(), cand.rows_per_warp, cand.k_splits,
-                      ctas_per_sm(cand, N, M, sms), us);
+          const std::string shape_name =
+              cand.engine == Engine::tensor_cores
+                  ? fmt::format("row_blocks {}", cand.row_blocks)
+                  : fmt::format("{} rows/warp {} k_splits {}", fp4_decode_name(cand.fp4_decode), cand.rows_per_warp,
+                                cand.k_splits);
+          std::printf("%-16s K=%-6lld N=%-6lld M=%-2d %-12s %-32s (%5.1f CTAs/SM): %8.2f us\n", f.c_str(),
+                      (long long)K, (long long)N, M, std::string(engine_name(cand.engine)).c_str(),
+                      shape_name.c_str(), ctas_per_sm(cand, N, M, sms), us);
           if (us < best_us) best_us = us, best.choice = cand;
         }
         table.push_back(best);

@@ -89,6 +89,9 @@ struct LinearOptions {
   // More splits mean more CTAs for a given N: the SM-count knob of the down projections.
   int k_splits = 0;
   Engine engine = Engine::automatic;
+  // Tensor cores: 16-row blocks per CTA (1, 2, 4: more blocks read X fewer times, but launch
+  // fewer CTAs). 0: dispatcher / tuning table.
+  int row_blocks = 0;
 };
 
 // Y = X · W^T. x: [M, K] fp16 (row-major, bits as uint16), y: [M, N] fp16, both on the device.

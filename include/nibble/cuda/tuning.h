@@ -2,8 +2,8 @@
 // The GEMV tuning table: per (format, K, N, M) the launch choice measured fastest by
 // `nibble tune` on the current GPU. linear() consults it; without an entry it uses the built-in
 // heuristic. The table is JSON: [{"format", "K", "N", "M", "engine", "rows_per_warp", "fp4_decode",
-// "k_splits"}, ...] with engine "cuda_cores" or "tensor_cores"; k_splits (1, 2, 4, 8) may be
-// absent (then 1).
+// "k_splits", "row_blocks"}, ...] with engine "cuda_cores" or "tensor_cores"; k_splits (1, 2, 4,
+// 8) and row_blocks (1, 2, 4) may be absent (then 1 and the heuristic's).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -18,10 +18,13 @@ struct TunedChoice {
   Fp4Decode fp4_decode = Fp4Decode::bits;
   Engine engine = Engine::cuda_cores;
   int k_splits = 1;  // CUDA cores: warps per row group splitting K (see LinearOptions::k_splits)
+  int row_blocks = 1;  // tensor cores: 16-row blocks per CTA (see LinearOptions::row_blocks)
 };
 
 // True for the k_splits values the CUDA-core kernel supports: 1, 2, 4, 8.
 constexpr bool valid_k_splits(int k) { return k == 1 || k == 2 || k == 4 || k == 8; }
+// The tensor-core kernel's launch shapes: 1, 2 or 4 row blocks per CTA.
+constexpr bool valid_row_blocks(int r) { return r == 1 || r == 2 || r == 4; }
 
 struct TuningEntry {
   std::string format;

@@ -57,6 +57,24 @@ __device__ __forceinline__ uint32_t select_h(uint32_t h, const NibbleFlags& fl, 
 }
 constexpr float kFp4BitsFactor = 16384.0f;  // 2^14
 
+// fp16 pair product on raw bits (IEEE, subnormals kept).
+__device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
+  __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+  return *reinterpret_cast<uint32_t*>(&r);
+}
+
+// Four unsigned minifloat scale bytes (3 mantissa bits; E4M3: 7 bits used, E3M3: 6) as exact fp16
+// values, each in both halves of S[i]: the bits shifted into fp16 are value * 2^-kFactorLog2 (E4M3:
+// 8, E3M3: 12), then one exact multiply per two scales.
+template <int kBits, int kFactorLog2>
+__device__ __forceinline__ void minifloat4_dup_h2(uint32_t bytes, uint32_t (&S)[4]) {
+  constexpr uint32_t m = ((1u << kBits) - 1u) << 7, mask = m | m << 16;
+  constexpr uint32_t f = uint32_t(15 + kFactorLog2) << 10, f2 = f | f << 16;  // 2^factor as fp16
+  const uint32_t even = hmul2_bits((bytes << 7) & mask, f2);  // bytes 0 and 2
+  const uint32_t odd = hmul2_bits((bytes >> 1) & mask, f2);   // bytes 1 and 3
+  S[0] = prmt(even, 0x1010u), S[1] = prmt(odd, 0x1010u), S[2] = prmt(even, 0x3232u), S[3] = prmt(odd, 0x3232u);
+}
+
 // RaZeR: -0.0 (the code 1000 / 100) is the special value.
 __device__ __forceinline__ float neg0_to(float v, float sv) {
   return __float_as_uint(v) == 0x80000000u ? sv : v;

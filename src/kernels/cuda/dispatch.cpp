@@ -77,6 +77,8 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
     throw Error(fmt::format("linear '{}': rows_per_warp = {} (allowed: 0, 2, 4)", w.format, opt.rows_per_warp));
   if (opt.k_splits != 0 && !valid_k_splits(opt.k_splits))
     throw Error(fmt::format("linear '{}': k_splits = {} (allowed: 0, 1, 2, 4, 8)", w.format, opt.k_splits));
+  if (opt.row_blocks != 0 && !valid_row_blocks(opt.row_blocks))
+    throw Error(fmt::format("linear '{}': row_blocks = {} (allowed: 0, 1, 2, 4)", w.format, opt.row_blocks));
 
   TunedChoice choice = tuned_choice(w.format, w.K, w.N, M);
   if (choice.engine == Engine::tensor_cores && opt.engine == Engine::cuda_cores) {
@@ -86,6 +88,7 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
   }
   if (opt.rows_per_warp) choice.rows_per_warp = opt.rows_per_warp;
   if (opt.k_splits) choice.k_splits = opt.k_splits;
+  if (opt.row_blocks) choice.row_blocks = opt.row_blocks;
   if (opt.fp4_decode != Fp4Decode::automatic) choice.fp4_decode = opt.fp4_decode;
   if (opt.engine != Engine::automatic) choice.engine = opt.engine;
   const detail::MmaLauncher mma = w.qweight_mma ? pick_mma_launcher(w.kind) : nullptr;
@@ -114,6 +117,7 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
     if (parts > 2) a.out_scale2 = w.part_scales[2], a.y2 = reinterpret_cast<__half*>(ys[2]);
   }
   a.k_splits = choice.k_splits;
+  a.mma_row_blocks = choice.row_blocks;
   detail::fill_sv_table(a);
   if (choice.engine == Engine::tensor_cores) {
     a.q = static_cast<const uint8_t*>(w.qweight_mma);

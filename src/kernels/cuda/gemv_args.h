@@ -22,6 +22,7 @@ struct GemvArgs {
   // indices may be used in kernels (a dynamic index copies the whole argument block to local memory).
   uint32_t sv_h2[2] = {0, 0};
   int k_splits = 1;                 // CUDA-core kernel: warps of a CTA that share rows, splitting K
+  int mma_row_blocks = 1;           // tensor-core kernel: 16-row blocks per CTA (1, 2, 4)
   // Stacked weights (q/k/v or gate/up in one launch, DeviceWeight::parts): rows [0, n0) go to y
   // ([M, n0]) times out_scale, rows [n0, n0 + n1) to y1 ([M, n1]) times out_scale1, the rest to y2
   // times out_scale2. n0 = 0: one weight, every row to y ([M, N]).

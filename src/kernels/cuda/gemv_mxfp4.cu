@@ -24,6 +24,7 @@ struct Mxfp4 {
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   static constexpr int kLutHalf = 0;
+  static constexpr bool kScaledH = false;  // scaled in FP32 once per group
   static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, int, const GemvArgs&,
                                                   const __half*, uint32_t (&A)[4]) {
 #pragma unroll

@@ -28,6 +28,7 @@ struct Nf4 {
   static __device__ float lut_entry(const GemvArgs&, int i) { return kNf4Levels[i]; }
   // Tensor-core path: the levels rounded to fp16 (as bitsandbytes' fp16 dequantization does).
   static constexpr int kLutHalf = 16;
+  static constexpr bool kScaledH = false;  // scaled in FP32 once per group
   static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, int, const GemvArgs&,
                                                   const __half* lut, uint32_t (&A)[4]) {
 #pragma unroll

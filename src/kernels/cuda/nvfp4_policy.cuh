@@ -54,10 +54,24 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
     }
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
-  // Tensor-core path: four fp16 pairs (A registers; odd pairs are row g + 8, meta m1).
+  // Tensor-core path: four fp16 pairs (A registers; odd pairs are row g + 8, meta m1), already
+  // times the block scale: value * 2^-14 * scale is exact in fp16 (FP4 and RaZeR's special values
+  // are multiples of 0.5 with at most 5 significant bits, the scales multiples of 2^-9 with 4, so
+  // every product is a multiple of 2^-24, fp16's smallest step, with at most 9 significant bits,
+  // and at most 9.5 * 448 * 2^-14 < 1).
   static constexpr int kLutHalf = 0;
+  static constexpr bool kScaledH = true;
+  // One row's four block scales of a 64-element chunk (metadata of its two halves), S[j] for tile j.
+  static __device__ __forceinline__ void chunk_scales_h(const typename B::Meta& lo, const typename B::Meta& hi,
+                                                        uint32_t (&S)[4]) {
+    const uint32_t bytes = lo.s | hi.s << 16;
+    if (kRazer) minifloat4_dup_h2<6, 12>(bytes, S);
+    else minifloat4_dup_h2<7, 8>(bytes, S);
+  }
+  // s0, s1: the tile's scales of rows g and g + 8 (chunk_scales_h).
   static __device__ __forceinline__ void decode_h(uint32_t x, const typename B::Meta& m0, const typename B::Meta& m1,
-                                                  int grp, const GemvArgs& a, const __half*, uint32_t (&A)[4]) {
+                                                  int grp, uint32_t s0, uint32_t s1, const GemvArgs& a,
+                                                  uint32_t (&A)[4]) {
     uint32_t sv0 = 0, sv1 = 0;
     NibbleFlags fl{0, 0};
     if (kRazer) {
@@ -68,7 +82,7 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
     for (int p = 0; p < 4; ++p) {
       uint32_t h = fp4x2_bits_h(x, p);
       if (kRazer) h = select_h(h, fl, p, (p & 1) ? sv1 : sv0);
-      A[p] = h;
+      A[p] = hmul2_bits(h, (p & 1) ? s1 : s0);
     }
   }
 };

@@ -45,6 +45,10 @@ std::vector<TuningEntry> parse_table(const std::string& path) {
       if (e.contains("k_splits")) t.choice.k_splits = e["k_splits"].get<int>();
       if (!valid_k_splits(t.choice.k_splits))
         throw Error(fmt::format("tuning table '{}': entry {} field k_splits must be 1, 2, 4 or 8", path, i));
+      const TunedChoice h = default_choice(t.format, t.K, t.N, t.M);
+      t.choice.row_blocks = e.contains("row_blocks") ? e["row_blocks"].get<int>() : h.row_blocks;
+      if (!valid_row_blocks(t.choice.row_blocks))
+        throw Error(fmt::format("tuning table '{}': entry {} field row_blocks must be 1, 2 or 4", path, i));
       if (dec == "bits") t.choice.fp4_decode = Fp4Decode::bits;
       else if (dec == "lut") t.choice.fp4_decode = Fp4Decode::lut;
       else throw Error(fmt::format("tuning table '{}': entry {} field fp4_decode '{}' (bits or lut)", path, i, dec));
@@ -95,6 +99,9 @@ TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M)
   c.engine = M >= 2 && format != "razer-fp3-g128" && K % 64 == 0 ? Engine::tensor_cores : Engine::cuda_cores;
   c.fp4_decode = Fp4Decode::bits;
   c.rows_per_warp = 2;
+  // Tensor cores: two row blocks per CTA (one B fragment of X serves both): the fastest of 1, 2, 4
+  // on 57 of the 80 M >= 2 cases of the H100 sweep, within 5% on 59 (docs/perf/tune-2026-11-23.md).
+  c.row_blocks = 2;
   // CUDA cores: a warp step covers 2048 elements of a row (32 lanes x 2 chunks of 32; FP3: 32 x 128)
   const int64_t step = format == "razer-fp3-g128" ? 4096 : 2048;
   const int64_t want_ctas = 15 * int64_t(sm_count()) / 8;
@@ -127,7 +134,7 @@ void save_tuning_table(const std::string& path, const std::vector<TuningEntry>& 
   for (const auto& e : entries)
     j.push_back({{"format", e.format}, {"K", e.K}, {"N", e.N}, {"M", e.M}, {"engine", engine_name(e.choice.engine)},
                  {"rows_per_warp", e.choice.rows_per_warp}, {"fp4_decode", fp4_decode_name(e.choice.fp4_decode)},
-                 {"k_splits", e.choice.k_splits}});
+                 {"k_splits", e.choice.k_splits}, {"row_blocks", e.choice.row_blocks}});
   std::ofstream out(path);
   if (!out) throw Error(fmt::format("tuning table '{}': cannot write", path));
   out << j.dump(1) << "\n";
