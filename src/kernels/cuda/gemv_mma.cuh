@@ -44,10 +44,16 @@ constexpr size_t mma_red_bytes(int row_blocks, int nt) { return size_t(kWarps) *
 
 // F: a GEMV policy with kChunkK == 32 that also has decode_h (four fp16 pairs of one word) and
 // kLutHalf (entries of an fp16 table, 0 if none).
+// Chunks per warp, block and buffer (U) and the register budget (CTAs per SM), as measured best
+// (docs/perf/tune-2026-11-23.md): one block, one chunk, 3 CTAs per SM; two blocks and one token
+// tile, two chunks, 2 CTAs; two token tiles, one chunk, 2 CTAs (at 158 registers, two chunks ran
+// one CTA per SM, a quarter of the warps); four blocks and two tiles, 1 CTA (no spills).
+template <int NT, int RB>
+constexpr int mma_min_ctas = RB == 1 ? 3 : NT == 2 && RB == 4 ? 1 : 2;
+
 template <class F, int NT, int RB>
-__global__ void __launch_bounds__(kThreads) gemv_mma_kernel(const GemvArgs a) {
-  // Chunks per step and block: 2 (1 KB per warp per buffer with one block), 1 with four blocks.
-  constexpr int U = RB >= 4 ? 1 : 2;
+__global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_kernel(const GemvArgs a) {
+  constexpr int U = NT == 1 && RB == 2 ? 2 : 1;
   constexpr int kTilesPerGroup = F::kScaledH || NT > 1 ? 1 : F::kGroupK >= 64 ? 4 : F::kGroupK / 16;
   extern __shared__ float red[];  // [kWarps][RB * NT * 4][32]
   __shared__ __half lut[F::kLutHalf > 0 ? F::kLutHalf : 1];

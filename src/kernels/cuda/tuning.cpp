@@ -99,9 +99,9 @@ TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M)
   c.engine = M >= 2 && format != "razer-fp3-g128" && K % 64 == 0 ? Engine::tensor_cores : Engine::cuda_cores;
   c.fp4_decode = Fp4Decode::bits;
   c.rows_per_warp = 2;
-  // Tensor cores: two row blocks per CTA (one B fragment of X serves both): the fastest of 1, 2, 4
-  // on 57 of the 80 M >= 2 cases of the H100 sweep, within 5% on 59 (docs/perf/tune-2026-11-23.md).
-  c.row_blocks = 2;
+  // Tensor cores: one row block per CTA up to 4 tokens, then two (one B fragment of X serves
+  // both), as the H100 sweep found best on most shapes (docs/perf/tune-2026-11-23.md).
+  c.row_blocks = M <= 4 ? 1 : 2;
   // CUDA cores: a warp step covers 2048 elements of a row (32 lanes x 2 chunks of 32; FP3: 32 x 128)
   const int64_t step = format == "razer-fp3-g128" ? 4096 : 2048;
   const int64_t want_ctas = 15 * int64_t(sm_count()) / 8;
