@@ -15,12 +15,15 @@ constexpr int kPromptLen[kSlots] = {5, 17, 30};  // the slots decode at differen
 
 struct StepLogits {
   std::vector<std::vector<float>> logits;  // per step, [rows, V]
+  std::vector<std::vector<int32_t>> fed;   // per step, the token fed to each slot
 };
 
 // Prefills every slot, then `steps` batched decode steps of all slots (or, with `alone`, each
-// slot stepped by itself); the token fed is each slot's previous argmax, as computed per run.
+// slot stepped by itself). The token fed is each slot's previous argmax, as computed in this run,
+// or, with `follow`, the token `follow` fed at that step: two runs compared step by step then see
+// the same inputs even where a near-tie of two logits resolves differently under another kernel.
 StepLogits run_steps(const DeviceModel& dm, const std::vector<std::vector<int32_t>>& prompts, int steps, bool graphs,
-        bool alone) {
+                     bool alone, const StepLogits* follow = nullptr) {
   Batch b(dm, {kSlots, 128, graphs});
   const int V = dm.model().config().vocab_size;
   std::vector<int32_t> next(kSlots);
@@ -31,6 +34,8 @@ StepLogits run_steps(const DeviceModel& dm, const std::vector<std::vector<int32_
   StepLogits r;
   const std::vector<int> slots = {0, 1, 2};
   for (int step = 0; step < steps; ++step) {
+    if (follow) next = follow->fed[size_t(step)];
+    r.fed.push_back(next);
     std::vector<float> all;
     if (alone) {
       for (int s = 0; s < kSlots; ++s) {
@@ -59,14 +64,14 @@ std::vector<std::vector<int32_t>> prompts(uint32_t seed, int V) {
 class BatchedDecode : public ::testing::TestWithParam<const char*> {};
 
 // The same tokens decoded three at a time or one at a time give the same logits (up to the
-// rounding of kernels picked for another row count) and the same greedy tokens.
+// rounding of kernels picked for another row count).
 TEST_P(BatchedDecode, EqualsEachSlotAlone) {
   const uint32_t seed = fresh_seed();
   SCOPED_TRACE("model seed " + std::to_string(model_seed()) + ", prompt seed " + std::to_string(seed));
   const auto m = load(llama_model(768), GetParam());
   DeviceModel dm(*m);
   const auto p = prompts(seed, m->config().vocab_size);
-  const StepLogits batched = run_steps(dm, p, 12, true, false), alone = run_steps(dm, p, 12, true, true);
+  const StepLogits batched = run_steps(dm, p, 12, true, false), alone = run_steps(dm, p, 12, true, true, &batched);
   ASSERT_EQ(batched.logits.size(), alone.logits.size());
   for (size_t i = 0; i < batched.logits.size(); ++i) {
     const Diff d = diff(batched.logits[i], alone.logits[i]);
