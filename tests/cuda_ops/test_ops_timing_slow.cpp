@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <random>
 
 #include "nibble/cuda/ops.h"
 #include "ops_test_util.h"
@@ -78,21 +79,28 @@ TEST(OpsTimingSlow, AttentionPrefillLlama8B) {
   }
 }
 
+// Two logit shapes: a broad one (sin, ~a quarter of the vocabulary within 2 of the max: what
+// random-weight models give) and a peaked one (Gaussian, standard deviation 3: a few hundred
+// tokens carry the nucleus, closer to a trained model).
 TEST(OpsTimingSlow, SampleAndEntropyQwenVocab) {
   const int V = 151936;
-  for (int B : {1, 64}) {
-    std::vector<float> z(size_t(B) * V);
-    for (size_t i = 0; i < z.size(); ++i) z[i] = float(std::sin(double(i) * 0.37) * 8);
-    GpuBuffer<float> dz(z), temp(std::vector<float>(size_t(B), 0.7f)), top(std::vector<float>(size_t(B), 0.9f)),
-        u(std::vector<float>(size_t(B), 0.42f)), ent(static_cast<size_t>(B));
-    GpuBuffer<int32_t> out(static_cast<size_t>(B)), arg(static_cast<size_t>(B));
-    GpuBuffer<uint8_t> ws(std::max(ops::sample_workspace_bytes(B, V), ops::entropy_workspace_bytes(B, V)));
-    const double us_sample = mean_us(
-        [&] { ops::sample(dz.get(), B, V, temp.get(), top.get(), u.get(), out.get(), ws.get(), nullptr); });
-    const double us_ent = mean_us([&] { ops::logits_entropy_argmax(dz.get(), B, V, ent.get(), arg.get(), ws.get(), nullptr); });
-    std::printf("sample B=%d V=%d (T=0.7, top_p=0.9): %.1f us; logits_entropy_argmax: %.1f us\n", B, V, us_sample,
-                us_ent);
-    for (int32_t id : out.host()) EXPECT_TRUE(id >= 0 && id < V);
+  for (const bool broad : {true, false}) {
+    for (int B : {1, 64}) {
+      std::vector<float> z(size_t(B) * V);
+      std::mt19937 gen(5);
+      std::normal_distribution<float> nd(0.0f, 3.0f);
+      for (size_t i = 0; i < z.size(); ++i) z[i] = broad ? float(std::sin(double(i) * 0.37) * 8) : nd(gen);
+      GpuBuffer<float> dz(z), temp(std::vector<float>(size_t(B), 0.7f)), top(std::vector<float>(size_t(B), 0.9f)),
+          u(std::vector<float>(size_t(B), 0.42f)), ent(static_cast<size_t>(B));
+      GpuBuffer<int32_t> out(static_cast<size_t>(B)), arg(static_cast<size_t>(B));
+      GpuBuffer<uint8_t> ws(std::max(ops::sample_workspace_bytes(B, V), ops::entropy_workspace_bytes(B, V)));
+      const double us_sample = mean_us(
+          [&] { ops::sample(dz.get(), B, V, temp.get(), top.get(), u.get(), out.get(), ws.get(), nullptr); });
+      const double us_ent = mean_us([&] { ops::logits_entropy_argmax(dz.get(), B, V, ent.get(), arg.get(), ws.get(), nullptr); });
+      std::printf("%s logits: sample B=%d V=%d (T=0.7, top_p=0.9): %.1f us; logits_entropy_argmax: %.1f us\n",
+                  broad ? "broad" : "peaked", B, V, us_sample, us_ent);
+      for (int32_t id : out.host()) EXPECT_TRUE(id >= 0 && id < V);
+    }
   }
 }
 
