@@ -1,8 +1,9 @@
 #pragma once
 // Tensor-core decode GEMV for M = 1..16 (paper 002's large-M dispatch): the weights are decoded in
 // registers straight into mma.sync m16n8k16 A fragments (fp16), X rows are the B operand (one n8
-// tile per 8 tokens), FP32 accumulators; the per-group scales multiply each tile's FP32 result.
-// The decode work per weight does not grow with M, which is what keeps M = 16 near M = 1.
+// tile per 8 tokens), FP32 accumulators; the group scales are applied in fp16 to the decoded
+// weights (NVFP4) or to each group's FP32 sum (the other formats), see "Scales" below. The decode
+// work per weight does not grow with M, which is what keeps M = 16 near M = 1.
 //
 // Kernel layout ("mma layout", repack_mma_tiles): per 16-row block and 64-element chunk of K,
 // 512 bytes, 16 per lane. Lane (g = lane / 4, t = lane % 4) holds, for tile j = 0..3, one 32-bit
@@ -42,8 +43,6 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 // Shared memory of one CTA for the final reduction.
 constexpr size_t mma_red_bytes(int row_blocks, int nt) { return size_t(kWarps) * row_blocks * nt * 4 * 32 * sizeof(float); }
 
-// F: a GEMV policy with kChunkK == 32 that also has decode_h (four fp16 pairs of one word) and
-// kLutHalf (entries of an fp16 table, 0 if none).
 // Chunks per warp, block and buffer (U) and the register budget (CTAs per SM), as measured best
 // (docs/perf/tune-2026-11-23.md): one block, one chunk, 3 CTAs per SM; two blocks and one token
 // tile, two chunks, 2 CTAs; two token tiles, one chunk, 2 CTAs (at 158 registers, two chunks ran
@@ -51,6 +50,9 @@ constexpr size_t mma_red_bytes(int row_blocks, int nt) { return size_t(kWarps) *
 template <int NT, int RB>
 constexpr int mma_min_ctas = RB == 1 ? 3 : NT == 2 && RB == 4 ? 1 : 2;
 
+// F: a GEMV policy with kChunkK == 32 that also has decode_h (four fp16 pairs of one word; with
+// kScaledH, already times the group scales it is given), kScaledH, and kLutHalf (entries of an
+// fp16 table, 0 if none). NT: token tiles of 8 (M <= 8 or <= 16); RB: 16-row blocks per CTA.
 template <class F, int NT, int RB>
 __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_kernel(const GemvArgs a) {
   constexpr int U = NT == 1 && RB == 2 ? 2 : 1;
