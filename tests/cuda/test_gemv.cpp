@@ -125,7 +125,7 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
     }
   LinearOptions tc;
   tc.engine = Engine::tensor_cores;
-  const bool has_tc = c.format != "razer-fp3-g128" && c.K % 64 == 0;
+  const bool has_tc = c.format != "razer-fp3-g128" && c.format != "fp16" && c.K % 64 == 0;
   EXPECT_EQ(dw.qweight_mma != nullptr, has_tc);
   if (has_tc) {
     variants.push_back({"tensor cores", tc});
@@ -170,7 +170,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"nf4", 101, 2112},
                       // long rows: several steps per K split, the last one ragged
                       Case{"nvfp4-razer", 133, 8256}, Case{"int4-g128", 67, 8320},
-                      Case{"razer-fp3-g128", 35, 8448}),
+                      Case{"razer-fp3-g128", 35, 8448},
+                      // plain FP16: K a multiple of 8 only, one and several steps per row
+                      Case{"fp16", 33, 40}, Case{"fp16", 130, 4104}),
     [](const auto& info) {
       std::string n = info.param.format + "_" + std::to_string(info.param.N) + "x" + std::to_string(info.param.K);
       for (auto& ch : n)
@@ -197,7 +199,9 @@ TEST(GemvErrors, BadArgumentsThrowNibbleError) {
     o.row_blocks = rb;
     EXPECT_THROW(linear(x.get(), 4, dw, y.get(), nullptr, o), Error);
   }
-  EXPECT_THROW(upload(quantize("fp16", w.data(), 64, 128), "w"), Error);  // no kernel
+  EXPECT_THROW(upload(quantize("bf16", w.data(), 64, 128), "w"), Error);  // no kernel (the runtime converts)
+  std::vector<float> w12(8 * 12, 0.5f);
+  EXPECT_THROW(upload(quantize("fp16", w12.data(), 8, 12), "w"), Error);  // fp16: K not a multiple of 8
   PackedTensor t = quantize("nvfp4", w.data(), 64, 128);
   t.scales.pop_back();
   EXPECT_THROW(upload(t, "w"), Error);  // plane size mismatch

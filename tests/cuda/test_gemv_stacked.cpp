@@ -101,7 +101,7 @@ TEST_P(GemvStacked, EachPartEqualsItsOwnLaunch) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, GemvStacked,
                          ::testing::Values("nvfp4", "nvfp4-razer", "mxfp4", "int4-g128", "razer-fp4-g128",
-                                           "razer-fp3-g128", "nf4"),
+                                           "razer-fp3-g128", "nf4", "fp16"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

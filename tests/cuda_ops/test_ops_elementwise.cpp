@@ -92,20 +92,18 @@ TEST_F(OpsElementwise, SiluMulIncludingInPlace) {
   }
 }
 
-// The stacked gate/up form equals silu_mul on the two halves of each row, bit for bit.
-TEST_F(OpsElementwise, SiluMulRowsEqualsSiluMulPerRow) {
+// The interleaved gate/up form equals silu_mul on the de-interleaved gate and up, bit for bit.
+TEST_F(OpsElementwise, SiluMulPairsEqualsSiluMulOnTheSplitPairs) {
   for (auto [T, I] : {std::pair{1, 7}, {3, 1000}, {5, 33}}) {
     const auto gu = random_half(size_t(T) * 2 * I, 3.0f);
-    GpuBuffer<uint16_t> dgu(gu), out(size_t(T) * I), row(static_cast<size_t>(I));
-    out.poison();
-    ops::silu_mul_rows(dgu.get(), T, I, out.get(), nullptr);
-    const auto got = out.host();
-    for (int t = 0; t < T; ++t) {
-      row.poison();
-      ops::silu_mul(dgu.get() + size_t(t) * 2 * I, dgu.get() + size_t(t) * 2 * I + I, I, row.get(), nullptr);
-      const auto want = row.host();
-      for (int i = 0; i < I; ++i) ASSERT_EQ(got[size_t(t) * I + i], want[size_t(i)]) << "T " << T << " t " << t << " i " << i;
-    }
+    std::vector<uint16_t> gate(size_t(T) * I), up(size_t(T) * I);
+    for (size_t j = 0; j < gate.size(); ++j) gate[j] = gu[2 * j], up[j] = gu[2 * j + 1];
+    GpuBuffer<uint16_t> dgu(gu), dg(gate), du(up), out(size_t(T) * I), want(size_t(T) * I);
+    out.poison(), want.poison();
+    ops::silu_mul_pairs(dgu.get(), T, I, out.get(), nullptr);
+    ops::silu_mul(dg.get(), du.get(), int64_t(T) * I, want.get(), nullptr);
+    const auto got = out.host(), w = want.host();
+    for (size_t j = 0; j < w.size(); ++j) ASSERT_EQ(got[j], w[j]) << "T " << T << " I " << I << " element " << j;
   }
 }
 

@@ -17,14 +17,15 @@
 
 namespace nibble::cuda {
 
-// Weight formats with a GEMV kernel (fp16 goes through cuBLAS, see cublas_gemm_fp16).
-enum class WeightKind { nvfp4, nvfp4_razer, mxfp4, fp4_g128, razer_fp4_g128, razer_fp3_g128, int4_g128, nf4 };
+// Weight formats with a GEMV kernel. fp16: plain FP16 weights on CUDA cores only (the runtime
+// takes cuBLAS above a few rows, DeviceLinear).
+enum class WeightKind { nvfp4, nvfp4_razer, mxfp4, fp4_g128, razer_fp4_g128, razer_fp3_g128, int4_g128, nf4, fp16 };
 
 // How the nvfp4 / nvfp4-razer CUDA-core kernels turn FP4 codes into numbers (other formats have
 // one decoder).
 enum class Fp4Decode { automatic, bits, lut };
 // Which units multiply: CUDA cores (FP32 FMA, every format) or tensor cores (mma.sync on decoded
-// fp16 weights, FP32 accumulation; every format but razer-fp3-g128, K a multiple of 64).
+// fp16 weights, FP32 accumulation; every format but razer-fp3-g128 and fp16, K a multiple of 64).
 enum class Engine { automatic, cuda_cores, tensor_cores };
 
 // A weight on the device, in its kernel's layout. Owns its device memory; movable, not copyable.
@@ -69,7 +70,7 @@ std::vector<std::string> kernel_formats();
 // CUDA-core kernels, plus the tile layout of the tensor-core kernels where the format has one and
 // K is a multiple of 64 (the codes are then held twice). Throws nibble::Error naming the tensor
 // and field when the format has no kernel or the shape is not supported (K must be a multiple of
-// the group size and of 32).
+// the group size and of 32; fp16: of 8).
 DeviceWeight upload(const PackedTensor& t, std::string_view name = "weight");
 
 // Weights of one format and K stacked along N (2 or 3: q/k/v, gate/up) into one DeviceWeight, so

@@ -34,8 +34,9 @@ void add_bias(uint16_t* y, const float* bias, int T, int N, cudaStream_t stream)
 
 // out[i] = fp16(silu(gate[i]) * up[i]), all FP16 of n elements (out may alias gate).
 void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out, cudaStream_t stream);
-// The same over a stacked gate/up output gate_up [T, 2I] (gate columns first): out [T, I].
-void silu_mul_rows(const uint16_t* gate_up, int T, int I, uint16_t* out, cudaStream_t stream);
+// The same over the output of a gate/up stack with interleaved rows, gate_up [T, 2I] (column 2i:
+// gate i, 2i + 1: up i, as upload_silu_pair lays the rows out): out [T, I].
+void silu_mul_pairs(const uint16_t* gate_up, int T, int I, uint16_t* out, cudaStream_t stream);
 
 // A stacked linear's output src [T, n0 + n1 + n2] split by columns: d0 [T, n0], d1 [T, n1],
 // d2 [T, n2] (n2 = 0, d2 null: two parts).

@@ -84,6 +84,9 @@ PackedTensor random_packed(std::string_view format, int64_t N, int64_t K, uint64
       float a = r.uniform(0.01f, 0.2f);
       std::memcpy(t.scales.data() + 4 * i, &a, 4);
     }
+  } else if (format == "fp16") {  // N(0, 0.02)-like spread: uniform in +-0.035
+    t.qweight.resize(n * 2);
+    for (size_t i = 0; i < n; ++i) put_u16(t.qweight, i, float_to_half(r.uniform(-0.035f, 0.035f)));
   }
   return t;
 }

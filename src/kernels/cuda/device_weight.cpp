@@ -29,6 +29,7 @@ constexpr KernelSpec kSpecs[] = {
     {"razer-fp3-g128", WeightKind::razer_fp3_g128, 128},
     {"int4-g128", WeightKind::int4_g128, 128},
     {"nf4", WeightKind::nf4, 64},
+    {"fp16", WeightKind::fp16, 0},  // plain FP16 [N][K], no blocks
 };
 
 const KernelSpec* find_spec(std::string_view format) {
@@ -51,6 +52,7 @@ Planes serialized_planes(WeightKind k, int64_t K) {
     case WeightKind::razer_fp3_g128: return {K / 32 * 12, K / 128 * 2, 0};
     case WeightKind::int4_g128: return {K / 2, K / 128 * 2, (K / 128 + 1) / 2};
     case WeightKind::nf4: return {K / 2, K / 64 * 4, 0};
+    case WeightKind::fp16: return {K * 2, 0, 0};
   }
   return {0, 0, 0};
 }
@@ -116,7 +118,7 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name) {
                             spec->block));
   if (t.rows <= 0 || t.cols <= 0 || t.rows > (int64_t(1) << 30) || t.cols > (int64_t(1) << 30))
     throw Error(fmt::format("weight '{}': shape [{}, {}] is empty or too large", name, t.rows, t.cols));
-  const int64_t kmult = std::max(32, spec->block);
+  const int64_t kmult = spec->kind == WeightKind::fp16 ? 8 : std::max(32, spec->block);  // a lane chunk
   if (t.cols % kmult)
     throw Error(fmt::format("weight '{}': cols (K) = {} must be a multiple of {} for the {} kernel", name, t.cols,
                             kmult, t.format));
@@ -148,7 +150,7 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name) {
     default: break;
   }
   w.qweight = to_device(*qp), w.qweight_bytes = qp->size();
-  if (spec->kind != WeightKind::razer_fp3_g128 && t.cols % 64 == 0) {
+  if (spec->kind != WeightKind::razer_fp3_g128 && spec->kind != WeightKind::fp16 && t.cols % 64 == 0) {
     const std::vector<uint8_t> tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols);
     w.qweight_mma = to_device(tiles), w.qweight_mma_bytes = tiles.size();
   }

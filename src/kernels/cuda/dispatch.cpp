@@ -25,6 +25,7 @@ detail::GemvLauncher pick_launcher(WeightKind k, Fp4Decode dec) {
     case WeightKind::razer_fp3_g128: return launch_razer_fp3_g128;
     case WeightKind::int4_g128: return launch_int4_g128;
     case WeightKind::nf4: return launch_nf4;
+    case WeightKind::fp16: return launch_fp16;
   }
   return nullptr;
 }

@@ -127,8 +127,9 @@ template <class F, int MT, int R>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
   // With the double buffer one chunk per row and buffer keeps 32 bytes per row in flight per lane;
   // without it (8-16 tokens: a second buffer would not fit beside their accumulators) two chunks.
+  // FP16 (8 elements a chunk, little decode work per byte) keeps two chunks per buffer too.
   constexpr bool kPrefetch = MT <= 4;
-  constexpr int U = F::kChunkBytes <= 16 && !kPrefetch ? 2 : 1;
+  constexpr int U = F::kChunkBytes <= 16 && (!kPrefetch || F::kChunkK == 8) ? 2 : 1;
   __shared__ float lut[F::kLutSize > 0 ? F::kLutSize : 1];
   __shared__ float red[kWarps][R * MT];
   if constexpr (F::kLutSize > 0) {

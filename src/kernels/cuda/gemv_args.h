@@ -88,6 +88,7 @@ void launch_razer_fp4_g128(const GemvArgs&, int, cudaStream_t);
 void launch_razer_fp3_g128(const GemvArgs&, int, cudaStream_t);
 void launch_int4_g128(const GemvArgs&, int, cudaStream_t);
 void launch_nf4(const GemvArgs&, int, cudaStream_t);
+void launch_fp16(const GemvArgs&, int, cudaStream_t);
 
 // Tensor-core (mma.sync) GEMV over the mma tile layout, for M >= 2.
 using MmaLauncher = void (*)(const GemvArgs& a, cudaStream_t s);

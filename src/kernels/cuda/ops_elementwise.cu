@@ -38,13 +38,13 @@ __global__ void silu_mul_kernel(const uint16_t* gate, const uint16_t* up, int64_
   }
 }
 
-__global__ void silu_mul_rows_kernel(const uint16_t* gate_up, int64_t n, int I, uint16_t* out) {
+// Element j of out is pair j of gate_up (gate at 2j, up at 2j + 1: rows of [T, 2I] run on).
+__global__ void silu_mul_pairs_kernel(const uint16_t* gate_up, int64_t n, uint16_t* out) {
   pdl_wait();
   pdl_trigger();
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n; j += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = j / I, i = j % I;
-    const float g = h2f(gate_up[t * 2 * I + i]);
-    out[j] = f2h(g / (1.0f + __expf(-g)) * h2f(gate_up[t * 2 * I + I + i]));
+    const float g = h2f(gate_up[2 * j]);
+    out[j] = f2h(g / (1.0f + __expf(-g)) * h2f(gate_up[2 * j + 1]));
   }
 }
 
@@ -94,13 +94,13 @@ void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out
   check_launch("silu_mul");
 }
 
-void silu_mul_rows(const uint16_t* gate_up, int T, int I, uint16_t* out, cudaStream_t stream) {
-  require(T >= 0 && I > 0, "silu_mul_rows", "bad shape T=" + std::to_string(T) + " I=" + std::to_string(I));
+void silu_mul_pairs(const uint16_t* gate_up, int T, int I, uint16_t* out, cudaStream_t stream) {
+  require(T >= 0 && I > 0, "silu_mul_pairs", "bad shape T=" + std::to_string(T) + " I=" + std::to_string(I));
   if (T == 0) return;
-  require_ptr(gate_up, "silu_mul_rows", "gate_up"), require_ptr(out, "silu_mul_rows", "out");
+  require_ptr(gate_up, "silu_mul_pairs", "gate_up"), require_ptr(out, "silu_mul_pairs", "out");
   const int64_t n = int64_t(T) * I;
-  launch_pdl(silu_mul_rows_kernel, grid_for(n), kThreads, 0, stream, gate_up, n, I, out);
-  check_launch("silu_mul_rows");
+  launch_pdl(silu_mul_pairs_kernel, grid_for(n), kThreads, 0, stream, gate_up, n, out);
+  check_launch("silu_mul_pairs");
 }
 
 void split_columns(const uint16_t* src, int T, int n0, int n1, int n2, uint16_t* d0, uint16_t* d1, uint16_t* d2,

@@ -102,8 +102,9 @@ TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M)
   // Tensor cores: one row block per CTA up to 4 tokens, then two (one B fragment of X serves
   // both), as the H100 sweep found best on most shapes (docs/perf/tune-2026-11-23.md).
   c.row_blocks = M <= 4 ? 1 : 2;
-  // CUDA cores: a warp step covers 2048 elements of a row (32 lanes x 2 chunks of 32; FP3: 32 x 128)
-  const int64_t step = format == "razer-fp3-g128" ? 4096 : 2048;
+  // CUDA cores: a warp step covers 2048 elements of a row (32 lanes x 2 chunks of 32; FP3: 32 x 128;
+  // FP16: 32 x 2 chunks of 8)
+  const int64_t step = format == "razer-fp3-g128" ? 4096 : format == "fp16" ? 512 : 2048;
   const int64_t want_ctas = 15 * int64_t(sm_count()) / 8;
   for (int ks : {1, 2, 4, 8}) {
     if (ks > 1 && K < step * ks) break;

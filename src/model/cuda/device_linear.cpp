@@ -32,9 +32,14 @@ DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, s
       throw Error(fmt::format("{}: bias has {} elements, the weight has {} rows", name_, bias.size(), N_));
     bias_ = DeviceBuffer<float>(std::vector<float>(bias.begin(), bias.end()));
   }
-  if (held_ == Held::fp16_in_layer) return;
+  if (held_ == Held::gemv_in_layer && is_plain_float(format_)) return;
   std::string why;
-  if (has_kernel(format_) && held_ == Held::here) try_upload(gemv_, why, [&] { return upload(w, name_); });
+  if (held_ == Held::here) {
+    if (is_plain_float(format_) && format_ != "fp16")
+      try_upload(gemv_, why, [&] { return upload(as_fp16(w, name_), name_); });
+    else if (has_kernel(format_))
+      try_upload(gemv_, why, [&] { return upload(w, name_); });
+  }
   if (const std::string g = gemm_format(format_); !g.empty())
     try_upload(gemm_, why, [&] {
       if (g == w.format) return upload_gemm(w, name_);
@@ -51,9 +56,15 @@ DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, s
 DeviceLinear::Path DeviceLinear::path_for(int M) const {
   const bool gemv = gemv_ || held_ == Held::gemv_in_layer;
   if (!gemv && !gemm_) return Path::fp16;
+  if (is_plain_float(format_)) return M <= kFp16GemvMaxRows ? Path::gemv : Path::fp16;
   if (gemm_ && M >= crossover_.dequant_from_m) return Path::dequant_cublas;
   if (gemv && (M < crossover_.gemm_from_m || !gemm_)) return Path::gemv;
   return Path::gemm;
+}
+
+const uint16_t* DeviceLinear::fp16_weight() const {
+  if (!fp16_.empty()) return fp16_.get();
+  return gemv_ && gemv_->kind == WeightKind::fp16 ? static_cast<const uint16_t*>(gemv_->qweight) : nullptr;
 }
 
 void DeviceLinear::run(const uint16_t* x, int M, uint16_t* y, const LinearExec& ex) const {
@@ -73,11 +84,12 @@ void DeviceLinear::run(const uint16_t* x, int M, uint16_t* y, const LinearExec& 
       ex.cublas->gemm(x, w16, y, M, int(N_), int(K_), ex.stream);
       break;
     }
-    case Path::fp16:
-      if (held_ == Held::fp16_in_layer)
-        throw Error(fmt::format("{}: its FP16 weight is stacked with its neighbours: run it through its layer", name_));
-      ex.cublas->gemm(x, fp16_.get(), y, M, int(N_), int(K_), ex.stream);
+    case Path::fp16: {
+      const uint16_t* w16 = fp16_weight();
+      if (!w16) throw Error(fmt::format("{}: its FP16 weight is stacked with its neighbours: run it through its layer", name_));
+      ex.cublas->gemm(x, w16, y, M, int(N_), int(K_), ex.stream);
       break;
+    }
   }
   add_bias(y, M, ex.stream);
 }

@@ -30,19 +30,27 @@ class DeviceLinear {
   // dequantized to fp16 (into the GEMM workspace) then cuBLAS; fp16: held as fp16 for cuBLAS.
   enum class Path { gemv, gemm, dequant_cublas, fp16 };
 
+  // Plain float weights (fp16, bf16, fp32: held as FP16) run the FP16 GEMV up to this many rows,
+  // cuBLAS above: on the H100 the GEMV is 4-16% faster than cuBLAS at one row on the Llama-3.1-8B
+  // shapes and 5-22% slower at two (docs/perf/kernels-2026-11-23.md).
+  static constexpr int kFp16GemvMaxRows = 1;
+
   // Uploads w [N, K] (and an FP32 bias [N], or none) in every layout it will run from: the GEMV
   // layout where the format has a GEMV kernel for this shape, the GEMM layout where it has a GEMM
-  // kernel; FP16 (dequantized on the host) for cuBLAS when it has neither. `name` is named in
+  // kernel; FP16 (dequantized on the host) for cuBLAS when it has neither. A plain float weight is
+  // held once as FP16 in the GEMV layout (row-major), which cuBLAS reads too. `name` is named in
   // errors and in fp16_reason(). `held`: here, or by the layer in a stack with its neighbours
-  // (DeviceLayer): the GEMV layout only (run() then refuses the GEMV path), or, for a plain float
-  // weight, all of it as FP16 (run() refuses every path).
-  enum class Held { here, gemv_in_layer, fp16_in_layer };
+  // (DeviceLayer): the GEMV layout only (run() then refuses the GEMV path; a plain float weight
+  // then has no other layout, and run() refuses every path).
+  enum class Held { here, gemv_in_layer };
   DeviceLinear(const PackedTensor& w, std::span<const float> bias, std::string name, Held held = Held::here);
 
   // y[M, N] = x[M, K] · W^T (+ bias), FP16 on the device, asynchronous on ex.stream.
   void run(const uint16_t* x, int M, uint16_t* y, const LinearExec& ex) const;
 
   Path path_for(int M) const;
+  // The FP16 [N, K] weight cuBLAS reads (its own copy, or the FP16 GEMV layout); null when none.
+  const uint16_t* fp16_weight() const;
   // y[M, N] += bias (nothing without one): for outputs a stacked GEMV wrote.
   void add_bias(uint16_t* y, int M, cudaStream_t stream) const;
   const std::string& name() const { return name_; }

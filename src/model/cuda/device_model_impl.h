@@ -13,12 +13,12 @@ namespace nibble::cuda {
 
 struct DeviceLayer {
   // stack: hold q/k/v as one stacked GEMV weight and gate/up as one silu pair (one launch each
-  // where M takes the GEMV, SwiGLU fused), where the format has a GEMV kernel for the shapes; plain
-  // float q/k/v and gate/up as one FP16 matrix each (one cuBLAS call, then a split / the SiLU).
+  // where M takes the GEMV, SwiGLU fused), where the format has a GEMV kernel for the shapes. Plain
+  // float parts are held only there, as FP16; above the GEMV's rows one cuBLAS call reads the
+  // stack, then a split / the SiLU over the interleaved pairs.
   DeviceLayer(const LayerWeights& L, const ModelConfig& c, bool stack);
   DeviceBuffer<float> attn_norm, ffn_norm, q_norm, k_norm;  // q_norm / k_norm: Qwen3 only
   std::optional<DeviceWeight> qkv_stack, gate_up_pair;      // empty: each part runs alone
-  DeviceBuffer<uint16_t> qkv16, gate_up16;                 // plain float parts stacked as FP16
   DeviceLinear q, k, v, o, gate, up, down;
   void run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv, const LinearExec& ex) const;
   // ygate = silu(x · gate^T) * (x · up^T); yup is scratch.

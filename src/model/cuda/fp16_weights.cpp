@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "nibble/error.h"
 #include "nibble/half.h"
@@ -27,6 +28,16 @@ std::vector<uint16_t> dequantize_fp16(const PackedTensor& t, std::string_view na
       out[size_t(r0 * t.cols) + i] = float_to_half(v);
     }
   }
+  return out;
+}
+
+PackedTensor as_fp16(const PackedTensor& t, std::string_view name) {
+  PackedTensor out;
+  out.format = "fp16";
+  out.rows = t.rows, out.cols = t.cols;
+  const std::vector<uint16_t> h = dequantize_fp16(t, name);
+  out.qweight.resize(h.size() * 2);
+  std::memcpy(out.qweight.data(), h.data(), out.qweight.size());
   return out;
 }
 

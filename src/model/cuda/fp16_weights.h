@@ -12,4 +12,8 @@ namespace nibble::cuda {
 // naming `name` when a value does not fit in FP16 (|w| > 65504) or is not finite.
 std::vector<uint16_t> dequantize_fp16(const PackedTensor& t, std::string_view name);
 
+// A plain float weight (bf16, fp32) as an "fp16" PackedTensor, the FP16 GEMV's format (same
+// errors as dequantize_fp16).
+PackedTensor as_fp16(const PackedTensor& t, std::string_view name);
+
 }  // namespace nibble::cuda
