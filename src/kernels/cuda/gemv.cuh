@@ -51,14 +51,30 @@ __device__ __forceinline__ void unpack_x8(uint4 v, float (&f)[8]) {
   }
 }
 
-// One lane's chunk c of its R rows, times all MT (<= M valid) activation rows.
-template <class F, int MT, int R>
+// X of a one-row launch staged in shared memory (the kernels' dynamic shared memory, after what
+// else they keep there) when it fits in this many bytes: an X load from L1 / L2 just before its use
+// was the largest stall of both GEMVs at one row (ncu: 16-35% of the warps' stall samples). Longer
+// rows (down projections, K = 14336) were measured slower staged: their one wave of CTAs waits for
+// the copy (docs/kernels.md).
+constexpr size_t kSmemXMaxBytes = 16 * 1024;
+__host__ __device__ constexpr bool smem_x_fits(int M, int K) { return M == 1 && size_t(K) * 2 <= kSmemXMaxBytes; }
+
+// Copies X [M, K] (K a multiple of 8) into xs; all threads of the CTA, then a barrier.
+__device__ __forceinline__ void stage_x(const GemvArgs& a, uint4* xs) {
+  const uint4* src = reinterpret_cast<const uint4*>(a.x);
+  for (int i = threadIdx.x; i < a.M * a.K / 8; i += blockDim.x) xs[i] = __ldg(src + i);
+  __syncthreads();
+}
+
+// One lane's chunk c of its R rows, times all MT (<= M valid) activation rows. xs: X in shared
+// memory (kSmemX) or null.
+template <class F, int MT, int R, bool kSmemX>
 __device__ __forceinline__ void chunk_dot(const GemvArgs& a, const uint4 (&wq)[R][F::kChunkBytes / 16],
                                           const typename F::Meta (&meta)[R], int c, const float* lut,
-                                          float (&acc)[R][MT]) {
+                                          const __half* xs, float (&acc)[R][MT]) {
   constexpr int E = F::kChunkK / 8;  // 8-element steps per chunk
   constexpr int EG = (F::kGroupK < F::kChunkK ? F::kGroupK : F::kChunkK) / 8;  // steps per scale
-  const __half* xc = a.x + size_t(c) * F::kChunkK;
+  const __half* xc = (kSmemX ? xs : a.x) + size_t(c) * F::kChunkK;
   float2 part[R][MT];
 #pragma unroll
   for (int e = 0; e < E; ++e) {
@@ -75,7 +91,8 @@ __device__ __forceinline__ void chunk_dot(const GemvArgs& a, const uint4 (&wq)[R
     for (int m = 0; m < MT; ++m) {
       if (m < a.M) {
         float xf[8];
-        unpack_x8(__ldg(reinterpret_cast<const uint4*>(xc + size_t(m) * a.K + 8 * e)), xf);
+        const uint4* xp = reinterpret_cast<const uint4*>(xc + size_t(m) * a.K + 8 * e);
+        unpack_x8(kSmemX ? *xp : __ldg(xp), xf);
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -123,8 +140,9 @@ struct ChunkSet {
 // 8 R / k_splits rows, so small-N shapes still launch enough CTAs to fill every SM), then add up
 // through shared memory. The next step's chunks are loaded before the current step is decoded
 // (register double buffer) so every warp keeps its loads in flight while it computes.
-template <class F, int MT, int R>
+template <class F, int MT, int R, bool kSmemX = false>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
+  extern __shared__ uint4 xs[];  // kSmemX: X [M, K]
   // With the double buffer one chunk per row and buffer keeps 32 bytes per row in flight per lane;
   // without it (8-16 tokens: a second buffer would not fit beside their accumulators) two chunks.
   // FP16 (8 elements a chunk, little decode work per byte) keeps two chunks per buffer too.
@@ -159,7 +177,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
   auto dot = [&](const ChunkSet<F, R, U>& cs, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (c0 + 32 * u < nch) chunk_dot<F, MT, R>(a, cs.wq[u], cs.meta[u], c0 + 32 * u, lut, acc);
+      if (c0 + 32 * u < nch)
+        chunk_dot<F, MT, R, kSmemX>(a, cs.wq[u], cs.meta[u], c0 + 32 * u, lut, reinterpret_cast<const __half*>(xs), acc);
   };
   int c0 = lane + 32 * U * slot;
   if constexpr (kPrefetch) {
@@ -167,12 +186,14 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
     if (c0 < nch) cur.load(qrow, srow, a, c0, nchunks);
     pdl_wait();  // the weights are constant: their first chunks load while the previous kernel ends
     pdl_trigger();
+    if constexpr (kSmemX) stage_x(a, xs);
     for (; c0 < nch; c0 += step) {
       if (c0 + step < nch) nxt.load(qrow, srow, a, c0 + step, nchunks);
       dot(cur, c0);
       cur = nxt;
     }
   } else {
+    static_assert(!kSmemX, "X is staged only for one-row launches, which prefetch");
     pdl_wait();
     pdl_trigger();
     for (; c0 < nch; c0 += step) {
@@ -217,8 +238,11 @@ void launch_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
   const int R = rows_per_warp == 4 && a.M <= 8 ? 4 : 2;  // 4 rows x 16 tokens would spill
   const int rows_per_cta = kWarps / a.k_splits * R;
   const dim3 grid((a.N + rows_per_cta - 1) / rows_per_cta);
-  auto go = [&](auto kernel) { launch_pdl(kernel, grid, kThreads, 0, s, a); };
-  if (R == 4) {
+  auto go = [&](auto kernel, size_t smem = 0) { launch_pdl(kernel, grid, kThreads, smem, s, a); };
+  const size_t xbytes = size_t(a.K) * 2;
+  if (smem_x_fits(a.M, a.K)) {
+    R == 4 ? go(gemv_kernel<F, 1, 4, true>, xbytes) : go(gemv_kernel<F, 1, 2, true>, xbytes);
+  } else if (R == 4) {
     if (a.M <= 1) go(gemv_kernel<F, 1, 4>);
     else if (a.M <= 2) go(gemv_kernel<F, 2, 4>);
     else if (a.M <= 4) go(gemv_kernel<F, 4, 4>);

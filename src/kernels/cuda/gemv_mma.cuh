@@ -53,11 +53,12 @@ constexpr int mma_min_ctas = RB == 1 ? 3 : NT == 2 && RB == 4 ? 1 : 2;
 // F: a GEMV policy with kChunkK == 32 that also has decode_h (four fp16 pairs of one word; with
 // kScaledH, already times the group scales it is given), kScaledH, and kLutHalf (entries of an
 // fp16 table, 0 if none). NT: token tiles of 8 (M <= 8 or <= 16); RB: 16-row blocks per CTA.
-template <class F, int NT, int RB>
+template <class F, int NT, int RB, bool kSmemX = false>
 __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_kernel(const GemvArgs a) {
   constexpr int U = NT == 1 && RB == 2 ? 2 : 1;
   constexpr int kTilesPerGroup = F::kScaledH || NT > 1 ? 1 : F::kGroupK >= 64 ? 4 : F::kGroupK / 16;
-  extern __shared__ float red[];  // [kWarps][RB * NT * 4][32]
+  extern __shared__ float red[];  // [kWarps][RB * NT * 4][32], then (kSmemX) X [M, K]
+  uint4* xs = reinterpret_cast<uint4*>(red + mma_red_bytes(RB, NT) / sizeof(float));
   __shared__ __half lut[F::kLutHalf > 0 ? F::kLutHalf : 1];
   if constexpr (F::kLutHalf > 0) {
     for (int i = threadIdx.x; i < F::kLutHalf; i += kThreads) lut[i] = __float2half_rn(F::lut_entry(a, i));
@@ -84,7 +85,8 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
   for (int n = 0; n < NT; ++n) {
     const int token = n * 8 + g;
     xon[n] = token < a.M;
-    xrow[n] = reinterpret_cast<const uint2*>(a.x + size_t(min(token, a.M - 1)) * a.K + 4 * t);
+    const __half* x = kSmemX ? reinterpret_cast<const __half*>(xs) : a.x;
+    xrow[n] = reinterpret_cast<const uint2*>(x + size_t(min(token, a.M - 1)) * a.K + 4 * t);
   }
   // Scaled policies accumulate every tile in the mma accumulators: even and odd tiles in two sets,
   // two dependency chains instead of one, added at the end.
@@ -136,7 +138,8 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
             for (int n = 0; n < NT; ++n) d[b][n][0] = d[b][n][1] = d[b][n][2] = d[b][n][3] = 0.0f;
         uint2 xb[NT];
 #pragma unroll
-        for (int n = 0; n < NT; ++n) xb[n] = xon[n] ? __ldg(xrow[n] + 16 * c + 4 * j) : make_uint2(0u, 0u);
+        for (int n = 0; n < NT; ++n)
+          xb[n] = !xon[n] ? make_uint2(0u, 0u) : kSmemX ? xrow[n][16 * c + 4 * j] : __ldg(xrow[n] + 16 * c + 4 * j);
 #pragma unroll
         for (int b = 0; b < RB; ++b) {
           const uint4& q = st.wq[u][b];
@@ -172,6 +175,7 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
   if (c0 < nchunks) load(cur, c0);
   pdl_wait();  // the weights are constant: their first chunks load while the previous kernel ends
   pdl_trigger();
+  if constexpr (kSmemX) stage_x(a, xs);
   for (; c0 < nchunks; c0 += kStep) {  // the next step's chunks are in flight while this one is decoded
     if (c0 + kStep < nchunks) load(nxt, c0 + kStep);
     compute(cur, c0);
@@ -205,6 +209,10 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
 template <class F, int NT, int RB>
 void launch_mma_config(const GemvArgs& a, cudaStream_t s) {
   const dim3 grid((a.N + 16 * RB - 1) / (16 * RB));
+  if constexpr (NT == 1) {
+    if (smem_x_fits(a.M, a.K))
+      return launch_pdl(gemv_mma_kernel<F, 1, RB, true>, grid, kThreads, mma_red_bytes(RB, 1) + size_t(a.K) * 2, s, a);
+  }
   launch_pdl(gemv_mma_kernel<F, NT, RB>, grid, kThreads, mma_red_bytes(RB, NT), s, a);
 }
 
