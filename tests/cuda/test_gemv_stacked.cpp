@@ -7,7 +7,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "cuda/gpu_buffer.h"
@@ -151,69 +150,6 @@ TEST_P(GemvStacked, SiluPairEqualsSeparateGemvsThenSiluMul) {
                Error);  // row counts differ
 }
 
-// RoPE and the KV-cache store in the q/k/v GEMV's epilogue (upload_qkv_rope + linear_qkv_rope)
-// write what the plain stack followed by ops::qk_norm_rope_store writes, bit for bit: q, and both
-// caches whole (rows other tokens did not write stay as they were).
-TEST_P(GemvStacked, RopeStackEqualsStackThenRopeStore) {
-  const std::string format = GetParam();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 g(seed);
-  const int d = 64, nh = 4, nkv = 2, max_ctx = 40, slots = 3;
-  const int64_t K = 256;
-  const std::vector<PackedTensor> parts = random_parts(format, {nh * d, nkv * d, nkv * d}, K, g);
-  const DeviceWeight plain = upload_stacked({&parts[0], &parts[1], &parts[2]}, "qkv");
-  const DeviceWeight fused = upload_qkv_rope(parts[0], parts[1], parts[2], d, "qkv");
-  EXPECT_THROW(linear(nullptr, 1, fused, std::vector<uint16_t*>{nullptr, nullptr, nullptr}, nullptr), Error);
-  std::vector<float> cs(size_t(max_ctx) * d);
-  for (int p = 0; p < max_ctx; ++p)
-    for (int i = 0; i < d / 2; ++i) {
-      const double angle = p * std::pow(10000.0, -2.0 * i / d);
-      cs[size_t(p) * d + i] = float(std::cos(angle)), cs[size_t(p) * d + d / 2 + i] = float(std::sin(angle));
-    }
-  GpuBuffer<float> dcs(cs);
-  std::vector<std::pair<std::string, LinearOptions>> variants;
-  for (int ks : {1, 2}) {
-    LinearOptions cc;
-    cc.engine = Engine::cuda_cores, cc.k_splits = ks;
-    variants.push_back({"cuda cores ks " + std::to_string(ks), cc});
-  }
-  if (fused.qweight_mma) {
-    LinearOptions tc;
-    tc.engine = Engine::tensor_cores;
-    for (int rb : {1, 2}) {
-      tc.row_blocks = rb;
-      variants.push_back({"tensor cores row_blocks " + std::to_string(rb), tc});
-    }
-  }
-  const size_t cache = size_t(slots) * nkv * max_ctx * d;
-  std::uniform_int_distribution<int> noise(0, 0x3BFF);  // finite fp16 bits: the rows nobody writes
-  std::vector<uint16_t> cache0(cache);
-  for (auto& v : cache0) v = uint16_t(noise(g));
-  for (int M : {1, 3, 16}) {
-    std::vector<int32_t> pos(static_cast<size_t>(M)), slot(static_cast<size_t>(M));
-    for (int m = 0; m < M; ++m) slot[size_t(m)] = m % slots, pos[size_t(m)] = (7 * m + 5) % max_ctx;  // distinct (slot, pos)
-    GpuBuffer<int32_t> dpos(pos), dslot(slot);
-    GpuBuffer<uint16_t> dx(random_x(M, K, g));
-    for (const auto& [name, opt] : variants) {
-      GpuBuffer<uint16_t> q_ref(size_t(M) * nh * d), k_tmp(size_t(M) * nkv * d), v_tmp(size_t(M) * nkv * d);
-      GpuBuffer<uint16_t> kc_ref(cache0), vc_ref(cache0), q(size_t(M) * nh * d), kc(cache0), vc(cache0);
-      q.poison();
-      linear(dx.get(), M, plain, {q_ref.get(), k_tmp.get(), v_tmp.get()}, nullptr, opt);
-      ops::qk_norm_rope_store(q_ref.get(), k_tmp.get(), v_tmp.get(), M, nh, nkv, d, nullptr, nullptr, 0.0f, dcs.get(),
-                              dslot.get(), dpos.get(), kc_ref.get(), vc_ref.get(), max_ctx, nullptr);
-      linear_qkv_rope(dx.get(), M, fused, q.get(), {dcs.get(), dpos.get(), dslot.get(), kc.get(), vc.get(), max_ctx},
-                      nullptr, opt);
-      for (auto [what, got, want] : {std::tuple{"q", &q, &q_ref}, {"k cache", &kc, &kc_ref}, {"v cache", &vc, &vc_ref}}) {
-        const std::vector<uint16_t> a = got->host(), b = want->host();
-        int bad = 0;
-        for (size_t j = 0; j < a.size(); ++j) bad += a[j] != b[j];
-        EXPECT_EQ(bad, 0) << format << " " << name << " M=" << M << " " << what;
-      }
-    }
-  }
-}
-
 TEST(GemvStackedErrors, MismatchedPartsAndOutputsThrow) {
   std::vector<float> w(64 * 256, 0.25f);
   const PackedTensor a = quantize("nvfp4", w.data(), 64, 256);
@@ -227,12 +163,6 @@ TEST(GemvStackedErrors, MismatchedPartsAndOutputsThrow) {
   GpuBuffer<uint16_t> x(256), y(128);
   EXPECT_THROW(linear(x.get(), 1, s, std::vector<uint16_t*>{y.get()}, nullptr), Error);  // 2 parts need 2 outputs
   EXPECT_THROW(linear(x.get(), 1, s, y.get(), nullptr), Error);
-  // RoPE stacks: whole heads of an even head dim; linear_qkv_rope only on them, with every pointer
-  EXPECT_THROW(upload_qkv_rope(a, a, a, 7), Error);
-  EXPECT_THROW(upload_qkv_rope(a, a, a, 48), Error);  // 64 rows are not whole heads of 48
-  EXPECT_THROW(linear_qkv_rope(x.get(), 1, s, y.get(), {}, nullptr), Error);
-  const DeviceWeight r = upload_qkv_rope(a, a, a, 32);
-  EXPECT_THROW(linear_qkv_rope(x.get(), 1, r, y.get(), {}, nullptr), Error);
 }
 
 }  // namespace

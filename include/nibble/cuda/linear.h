@@ -53,7 +53,6 @@ class DeviceWeight {
   std::vector<int64_t> part_rows;
   std::vector<float> part_scales;
   bool silu_pairs = false;  // a gate/up stack with interleaved rows whose output is silu(gate) * up
-  int rope_head_dim = 0;    // upload_qkv_rope: q/k rows in rotation pairs of this head dim (0: none)
 
   // Bytes one GEMV must read from device memory for this weight (its storage cost).
   size_t bytes() const { return qweight_bytes + scales_bytes + aux_bytes; }
@@ -84,23 +83,6 @@ DeviceWeight upload_stacked(const std::vector<const PackedTensor*>& parts, std::
 // GEMV then ops::silu_mul would compute it: the SwiGLU activation fused into the GEMV.
 DeviceWeight upload_silu_pair(const PackedTensor& gate, const PackedTensor& up, std::string_view name = "gate_up");
 
-// q, k and v stacked for linear_qkv_rope (Llama-family attention: no q/k norm, no bias): the rows
-// of each q and k head reordered so that rows 2i and 2i + 1 are the rotation pair (i, i + d/2),
-// which one lane of the GEMV's epilogue then holds. head_dim even, every part's rows a multiple of
-// it (v: heads of head_dim rows, kept in order). Throws like upload_stacked.
-DeviceWeight upload_qkv_rope(const PackedTensor& q, const PackedTensor& k, const PackedTensor& v, int head_dim,
-                             std::string_view name = "qkv");
-
-// Where linear_qkv_rope puts its outputs.
-struct RopeStore {
-  const float* cos_sin = nullptr;  // [max_ctx][head_dim]: head_dim / 2 cosines, then the sines
-  const int32_t* pos = nullptr;    // [M] each token's position
-  const int32_t* slot = nullptr;   // [M] each token's cache slot
-  uint16_t* k_cache = nullptr;     // [slots][kv heads][max_ctx][head_dim] fp16
-  uint16_t* v_cache = nullptr;
-  int max_ctx = 0;
-};
-
 struct LinearOptions {
   Fp4Decode fp4_decode = Fp4Decode::automatic;
   int rows_per_warp = 0;  // CUDA cores: 0 lets the dispatcher / tuning table choose (2 or 4)
@@ -121,14 +103,6 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaSt
 // silu pair take one output.
 void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
             const LinearOptions& opt = {});
-
-// Decode's q/k/v projection with RoPE and the KV-cache store fused into the GEMV (w from
-// upload_qkv_rope): q ([M, rows of q]) receives the rotated q; the rotated k and the v of token m
-// go to the caches at (slot[m], pos[m]). Bit for bit what linear() on the plain stack followed by
-// ops::qk_norm_rope_store (without norms) writes. Tokens whose position or slot is out of range
-// are skipped (the caller checks them). M in 1..16.
-void linear_qkv_rope(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* q, const RopeStore& rs,
-                     cudaStream_t stream, const LinearOptions& opt = {});
 
 // NF4 dequantization to fp16 [N, K] (paper 003): the branch-tree baseline and the shared-memory
 // lookup-table kernel. Bit-identical outputs. w must be an nf4 DeviceWeight.

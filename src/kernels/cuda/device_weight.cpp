@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <utility>
 
 #include "nibble/cuda/check.h"
@@ -87,7 +86,6 @@ DeviceWeight& DeviceWeight::operator=(DeviceWeight&& o) noexcept {
     qweight_bytes = std::exchange(o.qweight_bytes, 0), scales_bytes = std::exchange(o.scales_bytes, 0);
     aux_bytes = std::exchange(o.aux_bytes, 0);
     part_rows = std::move(o.part_rows), part_scales = std::move(o.part_scales), silu_pairs = o.silu_pairs;
-    rope_head_dim = o.rope_head_dim;
   }
   return *this;
 }
@@ -213,44 +211,6 @@ DeviceWeight upload_stacked(const std::vector<const PackedTensor*>& parts, std::
     w.part_rows.push_back(p->rows);
     w.part_scales.push_back(p->global_scale);
   }
-  return w;
-}
-
-namespace {
-
-// t with the rows of each head of d rows reordered: row 2i of a head is its row i, row 2i + 1 its
-// row i + d/2 (every plane moves with its row).
-PackedTensor rope_pair_rows(const PackedTensor& t, int d, std::string_view name) {
-  if (t.rows % d)
-    throw Error(fmt::format("weights '{}': {} rows are not whole heads of {}", name, t.rows, d));
-  PackedTensor out = t;
-  using Plane = std::vector<uint8_t> PackedTensor::*;
-  for (Plane plane : {&PackedTensor::qweight, &PackedTensor::scales, &PackedTensor::aux}) {
-    const std::vector<uint8_t>& in = t.*plane;
-    if (in.empty()) continue;
-    if (in.size() % size_t(t.rows))
-      throw Error(fmt::format("weights '{}': a plane of {} bytes does not split into {} rows", name, in.size(), t.rows));
-    const size_t rb = in.size() / size_t(t.rows);
-    std::vector<uint8_t>& o = out.*plane;
-    for (int64_t r = 0; r < t.rows; ++r) {
-      const int64_t head = r / d, j = r % d, from = head * d + (j % 2 ? d / 2 + j / 2 : j / 2);
-      std::copy_n(in.begin() + ptrdiff_t(size_t(from) * rb), rb, o.begin() + ptrdiff_t(size_t(r) * rb));
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-DeviceWeight upload_qkv_rope(const PackedTensor& q, const PackedTensor& k, const PackedTensor& v, int head_dim,
-                             std::string_view name) {
-  if (head_dim <= 0 || head_dim % 2)
-    throw Error(fmt::format("weights '{}': head dim {} must be positive and even", name, head_dim));
-  if (v.rows % head_dim)
-    throw Error(fmt::format("weights '{}': v has {} rows, not whole heads of {}", name, v.rows, head_dim));
-  const PackedTensor qp = rope_pair_rows(q, head_dim, name), kp = rope_pair_rows(k, head_dim, name);
-  DeviceWeight w = upload_stacked({&qp, &kp, &v}, name);
-  w.rope_head_dim = head_dim;
   return w;
 }
 

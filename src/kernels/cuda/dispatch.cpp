@@ -59,11 +59,13 @@ void fill_sv_table(GemvArgs& a) {
 }
 }  // namespace detail
 
-namespace {
+void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaStream_t stream,
+            const LinearOptions& opt) {
+  linear(x, M, w, std::vector<uint16_t*>{y}, stream, opt);
+}
 
-// linear() and linear_qkv_rope(): checks, the kernel choice, the launch (rs: the RoPE epilogue).
-void run_linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
-                const LinearOptions& opt, const RopeStore* rs) {
+void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
+            const LinearOptions& opt) {
   const size_t parts = w.silu_pairs ? 1 : std::max<size_t>(1, w.part_rows.size());
   if (ys.size() != parts)
     throw Error(fmt::format("linear '{}': {} outputs for a weight of {} part(s)", w.format, ys.size(), parts));
@@ -115,11 +117,6 @@ void run_linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vect
     a.y1 = reinterpret_cast<__half*>(ys[1]);
     if (parts > 2) a.out_scale2 = w.part_scales[2], a.y2 = reinterpret_cast<__half*>(ys[2]);
   }
-  if (rs) {
-    a.rope_d = w.rope_head_dim, a.rope_ctx = rs->max_ctx, a.rope_nkv = int(w.part_rows[1]) / w.rope_head_dim;
-    a.rope_cs = rs->cos_sin, a.rope_pos = rs->pos, a.rope_slot = rs->slot;
-    a.k_cache = reinterpret_cast<__half*>(rs->k_cache), a.v_cache = reinterpret_cast<__half*>(rs->v_cache);
-  }
   a.k_splits = choice.k_splits;
   a.mma_row_blocks = choice.row_blocks;
   detail::fill_sv_table(a);
@@ -130,30 +127,6 @@ void run_linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vect
     pick_launcher(w.kind, choice.fp4_decode)(a, choice.rows_per_warp, stream);
   }
   NIBBLE_CUDA_CHECK(cudaGetLastError());
-}
-
-}  // namespace
-
-void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaStream_t stream,
-            const LinearOptions& opt) {
-  linear(x, M, w, std::vector<uint16_t*>{y}, stream, opt);
-}
-
-void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
-            const LinearOptions& opt) {
-  if (w.rope_head_dim)
-    throw Error(fmt::format("linear '{}': a q/k/v stack with RoPE pairs runs through linear_qkv_rope", w.format));
-  run_linear(x, M, w, ys, stream, opt, nullptr);
-}
-
-void linear_qkv_rope(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* q, const RopeStore& rs,
-                     cudaStream_t stream, const LinearOptions& opt) {
-  if (!w.rope_head_dim)
-    throw Error(fmt::format("linear_qkv_rope '{}': the weight was not uploaded by upload_qkv_rope", w.format));
-  if (!rs.cos_sin || !rs.pos || !rs.slot || !rs.k_cache || !rs.v_cache || rs.max_ctx <= 0)
-    throw Error(fmt::format("linear_qkv_rope '{}': the RoPE table, positions, slots and caches must be set, "
-                            "max_ctx > 0 (got {})", w.format, rs.max_ctx));
-  run_linear(x, M, w, {q, rs.k_cache, rs.v_cache}, stream, opt, &rs);
 }
 
 }  // namespace nibble::cuda

@@ -6,10 +6,6 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#include "rope_math.cuh"
-#endif
-
 namespace nibble::cuda::detail {
 
 struct GemvArgs {
@@ -38,15 +34,6 @@ struct GemvArgs {
   // silu(gate) * up, each of the two first rounded to fp16 as the unfused GEMV would, then the
   // expression of ops::silu_mul. Scales: out_scale (gate), out_scale1 (up).
   bool silu_pairs = false;
-  // A q/k/v stack with RoPE pairs (upload_qkv_rope): rows 2i, 2i + 1 of each q and k head are the
-  // rotation pair (i, i + d/2). The epilogue rounds both to fp16, rotates them (position rope_pos[m])
-  // and stores q into y, k and v into the caches [slot][kv head][rope_ctx][d]. rope_d 0: off.
-  int rope_d = 0, rope_ctx = 0, rope_nkv = 0;
-  const float* rope_cs = nullptr;  // [rope_ctx][d]: d/2 cosines, then d/2 sines
-  const int32_t* rope_pos = nullptr;
-  const int32_t* rope_slot = nullptr;
-  __half* k_cache = nullptr;
-  __half* v_cache = nullptr;
 };
 
 #ifdef __CUDACC__
@@ -71,36 +58,8 @@ __device__ __forceinline__ void store_silu_pair(const GemvArgs& a, int m, int ro
   a.y[size_t(m) * (a.N / 2) + row / 2] = __float2half_rn(g / (1.0f + __expf(-g)) * u);
 }
 
-// Rows row, row + 1 (row even) of a RoPE stack for token m (GemvArgs::rope_d): a q or k rotation
-// pair, rotated as ops::qk_norm_rope_store does it from the fp16 outputs, or two v elements.
-__device__ __forceinline__ void store_rope_pair(const GemvArgs& a, int m, int row, float v0, float v1, float factor) {
-  const int d = a.rope_d, p = a.rope_pos[m], slot = a.rope_slot[m];
-  if (p < 0 || p >= a.rope_ctx || slot < 0) return;  // the host checks these; never write out of bounds
-  const int part = row < a.n0 ? 0 : row < a.n0 + a.n1 ? 1 : 2;
-  const int r = row - (part == 0 ? 0 : part == 1 ? a.n0 : a.n0 + a.n1), h = r / d;
-  const float scale = (part == 0 ? a.out_scale : part == 1 ? a.out_scale1 : a.out_scale2) * factor;
-  const float x0 = __half2float(__float2half_rn(v0 * scale)), x1 = __half2float(__float2half_rn(v1 * scale));
-  const size_t cache_row = ((size_t(slot) * a.rope_nkv + h) * a.rope_ctx + p) * d;
-  if (part == 2) {  // v: natural order
-    a.v_cache[cache_row + r % d] = __float2half_rn(x0);
-    a.v_cache[cache_row + r % d + 1] = __float2half_rn(x1);
-    return;
-  }
-  const int i = r % d / 2;
-  const float* cs = a.rope_cs + size_t(p) * d;
-  const float2 o = rope_rotate(x0, x1, cs[i], cs[d / 2 + i]);
-  __half* dst = part == 0 ? a.y + size_t(m) * a.n0 + size_t(h) * d : a.k_cache + cache_row;
-  dst[i] = __float2half_rn(o.x);
-  dst[i + d / 2] = __float2half_rn(o.y);
-}
-
-// Outputs of rows row and row + 1 (row even) for token m: a silu pair, a RoPE pair, or two plain
-// outputs.
+// Outputs of rows row and row + 1 (row even) for token m: a silu pair, or two plain outputs.
 __device__ __forceinline__ void store_rows2(const GemvArgs& a, int m, int row, float v0, float v1, float factor) {
-  if (a.rope_d) {
-    if (row < a.N) store_rope_pair(a, m, row, v0, v1, factor);
-    return;
-  }
   if (a.silu_pairs) {
     if (row < a.N) store_silu_pair(a, m, row, v0, v1, factor);
     return;

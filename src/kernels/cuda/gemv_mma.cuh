@@ -197,9 +197,9 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
     for (int w = 0; w < kWarps; ++w) s += red[(w * kVals + v) * 32 + lane];
     const int b = v / (NT * 4), n = v / 4 % NT, i = v % 4;
     const int token = n * 8 + 2 * t + (i & 1), row = (blk0 + b) * 16 + g + (i < 2 ? 0 : 8);
-    if (a.silu_pairs || a.rope_d) {  // a pair's second row (g + 1) sits 4 lanes over
-      const float s1 = __shfl_xor_sync(0xFFFFFFFFu, s, 4);
-      if ((g & 1) == 0 && token < a.M) store_rows2(a, token, row, s, s1, F::kOutFactor);
+    if (a.silu_pairs) {  // the pair's up row (g + 1) sits 4 lanes over
+      const float su = __shfl_xor_sync(0xFFFFFFFFu, s, 4);
+      if ((g & 1) == 0 && token < a.M && row < a.N) store_silu_pair(a, token, row, s, su, F::kOutFactor);
     } else if (token < a.M && row < a.N) {
       store_y(a, token, row, s, F::kOutFactor);
     }

@@ -1,7 +1,6 @@
 // Per-head q/k RMSNorm (Qwen3), RoPE (HF convention: i pairs with i + d/2) and the KV-cache store.
 #include "nibble/cuda/ops.h"
 #include "ops_common.cuh"
-#include "rope_math.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
@@ -31,9 +30,9 @@ __device__ void norm_rope_head(const uint16_t* src, uint16_t* dst, int d, const 
   for (int i = lane; i < half; i += 32) {
     float a = h2f(src[i]), b = h2f(src[i + half]);
     if (w) a = w[i] * (a * r), b = w[i + half] * (b * r);
-    const float2 r = cuda::detail::rope_rotate(a, b, cs[i], cs[half + i]);
-    dst[i] = f2h(r.x);
-    dst[i + half] = f2h(r.y);
+    const float c = cs[i], s = cs[half + i];
+    dst[i] = f2h(a * c - b * s);
+    dst[i + half] = f2h(b * c + a * s);
   }
 }
 

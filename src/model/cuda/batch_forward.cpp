@@ -15,16 +15,14 @@ void Batch::Impl::forward(int T, bool decode, int prefill_slot, int pos0, int n_
   mark("rmsnorm");
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const DeviceLayer& L = m.layers[l];
+    L.run_qkv(xn.get(), T, q.get(), k.get(), v.get(), ex);
+    mark("qkv");
     uint16_t* kc = k_cache(int(l));
     uint16_t* vc = v_cache(int(l));
-    const bool roped = L.run_qkv(xn.get(), T, q.get(), k.get(), v.get(), {rope.get(), pos, slot, kc, vc, max_ctx}, ex);
-    mark("qkv");
-    if (!roped) {
-      ops::qk_norm_rope_store(q.get(), k.get(), v.get(), T, nh, nkv, d, c.qk_norm ? L.q_norm.get() : nullptr,
-                              c.qk_norm ? L.k_norm.get() : nullptr, eps, rope.get(), slot, pos, kc, vc, max_ctx,
-                              stream);
-      mark("qk_norm_rope_store");
-    }
+    ops::qk_norm_rope_store(q.get(), k.get(), v.get(), T, nh, nkv, d, c.qk_norm ? L.q_norm.get() : nullptr,
+                            c.qk_norm ? L.k_norm.get() : nullptr, eps, rope.get(), slot, pos, kc, vc,
+                            max_ctx, stream);
+    mark("qk_norm_rope_store");
     if (decode)
       ops::attention_decode(q.get(), T, slot, pos, max_ctx - 1, kc, vc, max_ctx, nh, nkv, d, att.get(),
                             attn_ws.get(), stream);

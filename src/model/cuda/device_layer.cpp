@@ -63,14 +63,6 @@ bool stack_runs(const std::optional<DeviceWeight>& s, std::array<const DeviceLin
                           [M](const DeviceLinear* p) { return p->path_for(M) == DeviceLinear::Path::gemv; });
 }
 
-// RoPE and the K/V store fused into the quantized q/k/v stack (linear_qkv_rope) where nothing else
-// comes between the projection and the rotation: no q/k norm (Qwen3), no biases (Qwen2). Plain
-// float stacks also run through cuBLAS, which needs the rows in order.
-bool fuses_rope(const LayerWeights& L, const ModelConfig& c) {
-  return !c.qk_norm && c.head_dim % 2 == 0 && L.q.bias.empty() && L.k.bias.empty() && L.v.bias.empty() &&
-         !is_plain_float(L.q.w.format);
-}
-
 }  // namespace
 
 DeviceLayer::DeviceLayer(const LayerWeights& L, const ModelConfig& c, bool stack_linears)
@@ -78,29 +70,17 @@ DeviceLayer::DeviceLayer(const LayerWeights& L, const ModelConfig& c, bool stack
       q_norm(c.qk_norm ? norm(L.q_norm) : DeviceBuffer<float>()),
       k_norm(c.qk_norm ? norm(L.k_norm) : DeviceBuffer<float>()),
       qkv_stack(stack({&L.q, &L.k, &L.v}, stack_linears,
-                      [&](const std::vector<const PackedTensor*>& w) {
-                        return fuses_rope(L, c) ? upload_qkv_rope(*w[0], *w[1], *w[2], int(c.head_dim), L.q.name)
-                                                : upload_stacked(w, L.q.name);
-                      })),
+                      [&](const std::vector<const PackedTensor*>& w) { return upload_stacked(w, L.q.name); })),
       // a bias would have to be added before the fused SiLU: such layers run unfused
       gate_up_pair(stack({&L.gate, &L.up}, stack_linears && L.gate.bias.empty() && L.up.bias.empty(),
                          [&](const std::vector<const PackedTensor*>& w) { return upload_silu_pair(*w[0], *w[1], L.gate.name); })),
       q(linear(L.q, qkv_stack)), k(linear(L.k, qkv_stack)), v(linear(L.v, qkv_stack)), o(linear(L.o, std::nullopt)),
       gate(linear(L.gate, gate_up_pair)), up(linear(L.up, gate_up_pair)), down(linear(L.down, std::nullopt)) {}
 
-bool DeviceLayer::run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv, const RopeStore& rs,
+void DeviceLayer::run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv,
                           const LinearExec& ex) const {
   const std::array<const DeviceLinear*, 3> parts{&q, &k, &v};
   const std::array<uint16_t*, 3> ys{yq, yk, yv};
-  if (stack_runs(qkv_stack, parts, M) && qkv_stack->rope_head_dim) {
-    for (int m0 = 0; m0 < M; m0 += 16) {
-      RopeStore at = rs;
-      at.pos += m0, at.slot += m0;
-      linear_qkv_rope(x + int64_t(m0) * q.cols(), std::min(16, M - m0), *qkv_stack, yq + int64_t(m0) * q.rows(), at,
-                      ex.stream);
-    }
-    return true;
-  }
   if (stack_runs(qkv_stack, parts, M)) {
     run_gemv<3>(*qkv_stack, x, M, ys, {q.rows(), k.rows(), v.rows()}, ex.stream);
   } else if (is_fp16(qkv_stack)) {  // plain float parts live only in the stack: one cuBLAS call, then the split
@@ -109,10 +89,9 @@ bool DeviceLayer::run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, 
     ops::split_columns(ex.stack_out, M, int(q.rows()), int(k.rows()), int(v.rows()), yq, yk, yv, ex.stream);
   } else {
     for (size_t i = 0; i < 3; ++i) parts[i]->run(x, M, ys[i], ex);
-    return false;
+    return;
   }
   for (size_t i = 0; i < 3; ++i) parts[i]->add_bias(ys[i], M, ex.stream);
-  return false;
 }
 
 void DeviceLayer::run_swiglu(const uint16_t* x, int M, uint16_t* ygate, uint16_t* yup, const LinearExec& ex) const {

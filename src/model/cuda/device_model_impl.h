@@ -20,10 +20,7 @@ struct DeviceLayer {
   DeviceBuffer<float> attn_norm, ffn_norm, q_norm, k_norm;  // q_norm / k_norm: Qwen3 only
   std::optional<DeviceWeight> qkv_stack, gate_up_pair;      // empty: each part runs alone
   DeviceLinear q, k, v, o, gate, up, down;
-  // q/k/v of M rows. Returns true when it also applied RoPE and stored K and V in the caches (a
-  // stack with RoPE pairs, linear_qkv_rope); false: the caller runs ops::qk_norm_rope_store.
-  bool run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv, const RopeStore& rs,
-               const LinearExec& ex) const;
+  void run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv, const LinearExec& ex) const;
   // ygate = silu(x · gate^T) * (x · up^T); yup is scratch.
   void run_swiglu(const uint16_t* x, int M, uint16_t* ygate, uint16_t* yup, const LinearExec& ex) const;
   size_t decode_bytes() const;
