@@ -53,9 +53,10 @@ __device__ __forceinline__ void unpack_x8(uint4 v, float (&f)[8]) {
 
 // X of a one-row launch staged in shared memory (the kernels' dynamic shared memory, after what
 // else they keep there) when it fits in this many bytes: an X load from L1 / L2 just before its use
-// was the largest stall of both GEMVs at one row (ncu: 16-35% of the warps' stall samples). Longer
-// rows (down projections, K = 14336) were measured slower staged: their one wave of CTAs waits for
-// the copy (docs/kernels.md).
+// was the largest stall of both GEMVs at one row (ncu: 16-35% of the warps' stall samples; staged:
+// 4% more tokens/s at batch 1, docs/perf/ab-2026-11-23.md). Longer rows (down projections,
+// K = 14336) measured no faster staged, some formats slower (int4-g128 14.1 -> 16.0 us, in a sweep
+// on another machine), so they read X as before.
 constexpr size_t kSmemXMaxBytes = 16 * 1024;
 __host__ __device__ constexpr bool smem_x_fits(int M, int K) { return M == 1 && size_t(K) * 2 <= kSmemXMaxBytes; }
 
