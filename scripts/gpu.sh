@@ -2,7 +2,8 @@
 # The one GPU script: build + pack here, run parts on the GPU machine, record the results here.
 #
 #   scripts/gpu.sh --stage         on a build machine with nvcc but no GPU: builds the CUDA targets in
-#                                  $BUILD (build-cuda/) and packs them with their non-system shared
+#                                  $BUILD (build-cuda/; sm_90a only, $GENCODE overrides the nvcc
+#                                  -gencode list) and packs them with their non-system shared
 #                                  libraries into $CARRY (.carry/gpu/, git-ignored), for a GPU machine
 #                                  that lacks the build deps (+ the stand-in tokenizer as data/, which
 #                                  gpu_env.sh makes NIBBLE_DATA). $TARGETS overrides the targets packed.
@@ -32,7 +33,10 @@ stage() {
   set -e
   local build=${BUILD:-build-cuda}
   local targets=${TARGETS:-$(echo test_cuda; ls -d tests/cuda_* 2>/dev/null | sed 's|tests/|test_|'; echo nibble_cli)}
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
+  # sm_90a only (the lent GPUs are Hopper): half the device code of the default two-arch build, so
+  # the packed binaries stay well under a call's 64 MiB carry
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc \
+    "-DNIBBLE_CUDA_GENCODE=${GENCODE:--gencode=arch=compute_90a,code=sm_90a}" >/dev/null
   cmake --build "$build" --target $targets -j"${JOBS:-2}"
   local bins
   bins=$(for t in $targets; do [ "$t" = nibble_cli ] && echo nibble || echo "$t"; done)
