@@ -18,6 +18,7 @@
 // step's chunks before decoding the current ones (register double buffer), then the warps add up
 // through shared memory. (A deeper cp.async ring in shared memory was measured no faster at any
 // depth and slower overall: the kernel is bound by instruction issue, not by loads in flight.)
+// At one row X is first copied into shared memory (kSmemX, gemv.cuh's kSmemXMaxBytes).
 //
 // Scales: a policy with kScaledH multiplies its decoded fp16 pairs by the group scale in fp16
 // inside decode_h, exactly (docs/kernels.md: the products fit fp16's grid), so the mma
