@@ -4,7 +4,6 @@
 #include <array>
 
 #include "model/cuda/device_model_impl.h"
-#include "model/cuda/fp16_weights.h"
 #include "model/cuda/upload_choice.h"
 #include "nibble/cuda/ops.h"
 #include "nibble/error.h"
@@ -24,17 +23,11 @@ DeviceLinear linear(const LinearWeight& lw, const std::optional<DeviceWeight>& g
 template <class Upload>
 std::optional<DeviceWeight> stack(std::initializer_list<const LinearWeight*> parts, bool enabled, const Upload& upload) {
   if (!enabled) return std::nullopt;
-  std::vector<PackedTensor> converted;  // bf16 / fp32 parts as fp16
+  std::vector<PackedTensor> converted(parts.size());  // bf16 / fp32 parts as fp16
   std::vector<const PackedTensor*> ws;
-  converted.reserve(parts.size());
   for (const LinearWeight* p : parts) {
-    if (!has_kernel(p->w.format) && !is_plain_float(p->w.format)) return std::nullopt;
-    if (has_kernel(p->w.format)) {
-      ws.push_back(&p->w);
-    } else {
-      converted.push_back(as_fp16(p->w, p->name));
-      ws.push_back(&converted.back());
-    }
+    if (!takes_gemv(p->w.format)) return std::nullopt;
+    ws.push_back(&gemv_source(p->w, p->name, converted[ws.size()]));
   }
   std::optional<DeviceWeight> out;
   std::string why;  // a stack no kernel takes: the parts run alone, nothing to report

@@ -34,12 +34,11 @@ DeviceLinear::DeviceLinear(const PackedTensor& w, std::span<const float> bias, s
   }
   if (held_ == Held::gemv_in_layer && is_plain_float(format_)) return;
   std::string why;
-  if (held_ == Held::here) {
-    if (is_plain_float(format_) && format_ != "fp16")
-      try_upload(gemv_, why, [&] { return upload(as_fp16(w, name_), name_); });
-    else if (has_kernel(format_))
-      try_upload(gemv_, why, [&] { return upload(w, name_); });
-  }
+  if (held_ == Held::here && takes_gemv(format_))
+    try_upload(gemv_, why, [&] {
+      PackedTensor converted;
+      return upload(gemv_source(w, name_, converted), name_);
+    });
   if (const std::string g = gemm_format(format_); !g.empty())
     try_upload(gemm_, why, [&] {
       if (g == w.format) return upload_gemm(w, name_);
