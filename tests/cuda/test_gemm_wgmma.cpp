@@ -29,10 +29,6 @@ using namespace nibble::cuda::test;
 
 constexpr int kMs[] = {1, 64, 127, 128, 129, 512, 1000};
 
-tc::W4Decode decode_of(const std::string& format) {
-  return format == "int4-g128" ? tc::W4Decode::int4 : format == "nf4" ? tc::W4Decode::nf4 : tc::W4Decode::fp4;
-}
-
 // One uploaded weight and its float values [N, K] (global scale included).
 struct Weight {
   std::string format;
@@ -67,7 +63,7 @@ void run_wgmma(const Weight& w, const uint16_t* x, int M, uint16_t* y, GemmWorks
                    ws, split, nullptr, block_m);
   } else {
     wg::w4a16(x, M, static_cast<const uint32_t*>(w.dw.codes), static_cast<const uint32_t*>(w.dw.meta), w.dw.block,
-              decode_of(w.format), w.N, w.K, w.dw.global_scale, y, ws, split, nullptr, row_scale, block_m);
+              tc::w4_decode(w.format), w.N, w.K, w.dw.global_scale, y, ws, split, nullptr, row_scale, block_m);
   }
 }
 
@@ -77,7 +73,7 @@ void run_mma_sync(const Weight& w, const uint16_t* x, int M, uint16_t* y, GemmWo
                    ws, 1, nullptr);
   } else {
     tc::w4a16(x, M, static_cast<const uint32_t*>(w.dw.codes), static_cast<const uint32_t*>(w.dw.meta), w.dw.block,
-              decode_of(w.format), w.N, w.K, w.dw.global_scale, y, ws, 1, nullptr, row_scale);
+              tc::w4_decode(w.format), w.N, w.K, w.dw.global_scale, y, ws, 1, nullptr, row_scale);
   }
 }
 

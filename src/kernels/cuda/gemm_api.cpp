@@ -15,6 +15,13 @@
 #include "nibble/half.h"
 
 namespace nibble::cuda {
+
+tc::W4Decode tc::w4_decode(std::string_view format) {
+  if (format == "int4-g128") return W4Decode::int4;
+  if (format == "nf4") return W4Decode::nf4;
+  return format == "nvfp4-razer" || format == "razer-fp4-g128" ? W4Decode::fp4_special : W4Decode::fp4;
+}
+
 namespace {
 
 constexpr const char* kFormats[] = {"nestedfp", "nestedfp8", "nvfp4", "nvfp4-razer", "fp4-g128", "razer-fp4-g128",
@@ -135,19 +142,15 @@ bool use_wgmma(int M) {
 // accumulation is FP32-exact where cuBLASLt's FP8 accumulation on Hopper is not; see gemm.h).
 constexpr int kNestedFp8LtMinM = 64;
 
-tc::W4Decode w4_decode(std::string_view format) {
-  return format == "int4-g128" ? tc::W4Decode::int4 : format == "nf4" ? tc::W4Decode::nf4 : tc::W4Decode::fp4;
-}
-
 void w4a16_routed(const uint16_t* x, int M, const GemmWeight& w, uint16_t* y, GemmWorkspace& ws, int split_k,
                   cudaStream_t stream, const float* row_scale) {
   const auto* codes = static_cast<const uint32_t*>(w.codes);
   const auto* meta = static_cast<const uint32_t*>(w.meta);
   const int N = int(w.N), K = int(w.K);
   if (use_wgmma(M))
-    wg::w4a16(x, M, codes, meta, w.block, w4_decode(w.format), N, K, w.global_scale, y, ws, split_k, stream, row_scale);
+    wg::w4a16(x, M, codes, meta, w.block, tc::w4_decode(w.format), N, K, w.global_scale, y, ws, split_k, stream, row_scale);
   else
-    tc::w4a16(x, M, codes, meta, w.block, w4_decode(w.format), N, K, w.global_scale, y, ws, split_k, stream, row_scale);
+    tc::w4a16(x, M, codes, meta, w.block, tc::w4_decode(w.format), N, K, w.global_scale, y, ws, split_k, stream, row_scale);
 }
 
 void* upload_bytes(const void* host, size_t bytes) {
@@ -247,7 +250,7 @@ void dequantize_fp16(const GemmWeight& w, uint16_t* out, cudaStream_t stream) {
   if (!w.codes) throw Error("dequantize_fp16: empty GemmWeight");
   if (is_nested(w.format)) throw Error(fmt::format("dequantize_fp16: {} weights have their own FP16/FP8 GEMMs", w.format));
   tc::w4_dequantize(static_cast<const uint32_t*>(w.codes), static_cast<const uint32_t*>(w.meta), w.block,
-                    w4_decode(w.format), int(w.N), int(w.K), w.global_scale, out, stream);
+                    tc::w4_decode(w.format), int(w.N), int(w.K), w.global_scale, out, stream);
 }
 
 void gemm_w4a4(const uint16_t* x, int M, const GemmWeight& w, std::string_view act_format, float act_sv, uint16_t* y,

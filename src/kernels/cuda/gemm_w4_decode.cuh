@@ -23,13 +23,17 @@ __device__ __forceinline__ uint32_t w4_decode_pair(uint32_t w, int p, uint32_t m
   const __half2 scale = __halves2half2(__ushort_as_half(uint16_t(meta)), __ushort_as_half(uint16_t(meta)));
   const uint32_t hi = __byte_perm(meta, 0, 0x3232);
   __half2 v;
-  if constexpr (D == W4Decode::fp4) {
+  if constexpr (D == W4Decode::fp4 || D == W4Decode::fp4_special) {
     // S EEM -> fp16 S 000EE M000000000: the FP4 value times 2^-14, subnormals included.
     const uint32_t h = ((x & 0x00080008u) << 12) | ((x & 0x00070007u) << 9);
-    const uint32_t special = __vcmpeq2(h, 0x80008000u);  // -0 is the special value
     const __half2 f = __hmul2(*reinterpret_cast<const __half2*>(&h), __float2half2_rn(16384.0f));
-    const uint32_t hv = (*reinterpret_cast<const uint32_t*>(&f) & ~special) | (hi & special);
-    v = *reinterpret_cast<const __half2*>(&hv);
+    if constexpr (D == W4Decode::fp4_special) {  // -0 is the special value (5 more instructions)
+      const uint32_t special = __vcmpeq2(h, 0x80008000u);
+      const uint32_t hv = (*reinterpret_cast<const uint32_t*>(&f) & ~special) | (hi & special);
+      v = *reinterpret_cast<const __half2*>(&hv);
+    } else {
+      v = f;
+    }
   } else {
     const uint32_t h = (x & 0x000F000Fu) | 0x64006400u;  // fp16 1024 + q
     v = __hsub2(*reinterpret_cast<const __half2*>(&h), *reinterpret_cast<const __half2*>(&hi));

@@ -126,12 +126,9 @@ void w4_dequantize(const uint32_t* codes, const uint32_t* meta, int group, W4Dec
   const int blocks = int(std::min<int64_t>((chunks + 255) / 256, 132 * 16));
   auto* o = reinterpret_cast<uint4*>(out);
   auto* c = reinterpret_cast<const uint4*>(codes);
-  if (decode == W4Decode::fp4)
-    dequantize_kernel<W4Decode::fp4><<<blocks, 256, 0, stream>>>(c, meta, group, N, K, alpha, o);
-  else if (decode == W4Decode::int4)
-    dequantize_kernel<W4Decode::int4><<<blocks, 256, 0, stream>>>(c, meta, group, N, K, alpha, o);
-  else
-    dequantize_kernel<W4Decode::nf4><<<blocks, 256, 0, stream>>>(c, meta, group, N, K, alpha, o);
+  with_decode(decode, [&](auto d) {
+    dequantize_kernel<decltype(d)::value><<<blocks, 256, 0, stream>>>(c, meta, group, N, K, alpha, o);
+  });
   NIBBLE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -142,12 +139,9 @@ void w4a16(const uint16_t* x, int M, const uint32_t* codes, const uint32_t* meta
     throw Error("W4A16 GEMM: unsupported shape M=" + std::to_string(M) + " N=" + std::to_string(N) +
                 " K=" + std::to_string(K) + " group=" + std::to_string(group));
   Problem p{reinterpret_cast<const uint8_t*>(x), int64_t(K) * 2, M, N, row_scale, alpha, y};
-  if (decode == W4Decode::fp4)
-    launch<MmaF16, W4<W4Decode::fp4>>(p, {codes, meta, N, K, group}, ws, split_k, stream);
-  else if (decode == W4Decode::int4)
-    launch<MmaF16, W4<W4Decode::int4>>(p, {codes, meta, N, K, group}, ws, split_k, stream);
-  else
-    launch<MmaF16, W4<W4Decode::nf4>>(p, {codes, meta, N, K, group}, ws, split_k, stream);
+  with_decode(decode, [&](auto d) {
+    launch<MmaF16, W4<decltype(d)::value>>(p, {codes, meta, N, K, group}, ws, split_k, stream);
+  });
 }
 
 }  // namespace nibble::cuda::tc

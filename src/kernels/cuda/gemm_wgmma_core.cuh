@@ -1,15 +1,9 @@
 #pragma once
-// The Hopper (sm_90a) GEMM main loop of gemm_wgmma_*.cu: Y[M, N] = X[M, K] · W[N, K]^T with
-// wgmma.mma_async, both operands in shared memory. One CTA computes a BM x 128 tile of Y with two
-// warpgroups (BM / 2 rows each, in m64 slices) over k-tiles of 64:
-//   - A (fp16 activations) arrives by TMA, already in the 128-byte-swizzled K-major layout;
-//   - the raw B bytes (the B policy's own staging layout) arrive by TMA into a staging slot;
-//   - all 256 threads turn a staged B k-tile into fp16 once per CTA (the policy's dequantize),
-//     written K-major and swizzled like A;
-//   - the tensor cores run k-tile kt - 1 while the threads dequantize k-tile kt.
-// Only the bulk copy engine writes the ring (completion on one mbarrier per slot), so the one proxy
-// fence per k-tile (dequantized tile -> wgmma) never waits on loads in flight; an earlier version
-// that staged by cp.async (a proxy fence with copies pending) ran 1.7x slower (gemm-notes.md).
+// Shared pieces of the Hopper (sm_90a) GEMM kernels of gemm_wgmma_*.cu (Y[M, N] = X[M, K] · W[N, K]^T
+// with wgmma.mma_async, both operands in shared memory; A = activations by TMA, B = the weight
+// tile a B policy dequantizes into fp16 once per CTA): tile constants, the swizzled layout, matrix
+// descriptors, mbarriers, TMA, the wgmma wrappers and the epilogue. Two main loops use them:
+// gemm_wgmma_allwarps.cuh (up to 128 rows per CTA) and gemm_wgmma_specialized.cuh (256 rows).
 // Swizzled layout: row r of a 1024-byte-aligned tile is bytes r * 128 .. r * 128 + 127 and its
 // 16-byte chunk c sits at chunk c ^ (r % 8): what a SWIZZLE_128B matrix descriptor reads.
 #include <cuda.h>
@@ -21,23 +15,11 @@
 
 namespace nibble::cuda::wg {
 
-constexpr int kThreads = 256;   // two warpgroups
-constexpr int kBN = 128;        // columns of Y per CTA (one m64n128k16 per m64 slice and k16)
-constexpr int kBK = 64;         // k per tile: one 128-byte row of fp16
-constexpr int kRowBytes = 128;  // bytes per swizzled row
-
-template <int BM_, int STAGES_>
-struct Cfg {
-  static constexpr int BM = BM_, STAGES = STAGES_;
-  static constexpr int MT = BM / 128;  // m64 slices per warpgroup
-  static constexpr int A_BYTES = BM * kRowBytes, BH_BYTES = kBN * kRowBytes;
-  static_assert(BM % 128 == 0 && STAGES >= 3, "BM: whole m64 slices for both warpgroups");
-};
-
-template <class C, class BOp>
-constexpr int smem_bytes() {  // + 1024: the dynamic buffer is aligned up to 1024 bytes in the kernel
-  return 1024 + C::STAGES * (C::A_BYTES + BOp::kRawBytes) + 2 * C::BH_BYTES + BOp::kExtraBytes + C::STAGES * 8;
-}
+constexpr int kDequantThreads = 256;  // threads that dequantize a B tile (policy thread index 0..255)
+constexpr int kBN = 128;              // columns of Y per CTA (one m64n128k16 per m64 slice and k16)
+constexpr int kBK = 64;               // k per tile: one 128-byte row of fp16
+constexpr int kRowBytes = 128;        // bytes per swizzled row
+constexpr int kSmemLimit = 232448;    // opt-in shared memory per block on sm_90 (227 KB)
 
 // Byte offset of 16-byte chunk c of row r in a swizzled tile.
 __device__ __forceinline__ int swizzled(int r, int c) { return r * kRowBytes + ((c ^ (r & 7)) << 4); }
@@ -54,21 +36,26 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// mbarrier of a ring slot: one arrival (the thread that issues the slot's copies) plus the bytes.
-__device__ __forceinline__ void mbar_init(uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(tc::smem_addr(bar)) : "memory");
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(tc::smem_addr(bar)), "r"(arrivals) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(tc::smem_addr(bar)) : "memory");
 }
 __device__ __forceinline__ void mbar_expect_bytes(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(tc::smem_addr(bar)), "r"(bytes)
                : "memory");
 }
+// A waiting warp may sleep until the phase completes (or this many ns pass) instead of spinning
+// (measured: -6% to +6% per shape, faster on most).
+constexpr uint32_t kSuspendNs = 1000000;
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
   while (!done)
     asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
-        : "r"(tc::smem_addr(bar)), "r"(parity)
+        : "r"(tc::smem_addr(bar)), "r"(parity), "r"(kSuspendNs)
         : "memory");
 }
 
@@ -98,10 +85,11 @@ __device__ __forceinline__ void fence_acc(float (&d)[64]) {
 #define NIBBLE_ACC8(i)                                                                                  \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
-// D[64 x 128] += A[64 x 16] · B[16 x 128], both K-major in shared memory, fp16 in, fp32 accumulate.
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+// D[64 x 128] = A[64 x 16] · B[16 x 128] (+ D when accumulate), both K-major in shared memory, fp16
+// in, fp32 accumulate.
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
       "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
@@ -109,22 +97,23 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
       "%64, %65, p, 1, 1, 0, 0;\n}\n"
       : NIBBLE_ACC8(0), NIBBLE_ACC8(8), NIBBLE_ACC8(16), NIBBLE_ACC8(24), NIBBLE_ACC8(32), NIBBLE_ACC8(40),
         NIBBLE_ACC8(48), NIBBLE_ACC8(56)
-      : "l"(desc_a), "l"(desc_b));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 #undef NIBBLE_ACC8
 #endif
 
-// acc[i] of warpgroup wgi holds rows wgi * BM/2 + 64 i + 16 w + lane/4 (+8 for the odd pair) and
-// columns 8 j + 2 (lane % 4) (+1): register 4 j + 2 h + c (w: warp in the warpgroup).
+// acc[i] of the warpgroup wg that computes rows wg * BM/2 .. holds rows wg * BM/2 + 64 i + 16 w +
+// lane/4 (+8 for the odd pair) and columns 8 j + 2 (lane % 4) (+1): register 4 j + 2 h + c (w: warp
+// in the warpgroup).
 template <class C>
-__device__ __forceinline__ void store_tile(const tc::EpilogueArgs& e, float (&acc)[C::MT][64], int m0, int n0,
-                                           int split) {
-  const int wgi = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+__device__ __forceinline__ void store_tile(const tc::EpilogueArgs& e, float (&acc)[C::MT][64], int wg, int m0,
+                                           int n0, int split) {
+  const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
 #pragma unroll
   for (int i = 0; i < C::MT; ++i)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int m = m0 + wgi * (C::BM / 2) + 64 * i + 16 * w + (lane >> 2) + 8 * h;
+      const int m = m0 + wg * (C::BM / 2) + 64 * i + 16 * w + (lane >> 2) + 8 * h;
       if (m >= e.M) continue;
       const float s = e.alpha * (e.row_scale ? e.row_scale[m] : 1.0f);
 #pragma unroll
@@ -144,82 +133,6 @@ __device__ __forceinline__ void store_tile(const tc::EpilogueArgs& e, float (&ac
 // B policy interface (BOp): Params (its tensor maps included); kRawBytes (one staging slot),
 // kExtraBytes (constant tables); init(extra) once per CTA; raw_bytes(p) the bytes load_raw brings;
 // load_raw(raw, p, n0, kt, bar) issues (one thread) the TMA of k-tile kt's raw bytes for columns
-// n0 .. n0 + 127; dequantize(raw, bh, p, extra) writes the fp16 [128 x 64] tile, swizzled.
-template <class C, class BOp>
-__global__ void __launch_bounds__(kThreads, 1)
-    wgmma_gemm_kernel(tc::MainArgs g, const __grid_constant__ CUtensorMap map_a,
-                      const __grid_constant__ typename BOp::Params bp, tc::EpilogueArgs e) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = smem_raw + ((1024 - (tc::smem_addr(smem_raw) & 1023)) & 1023);
-  uint8_t* As = smem;
-  uint8_t* Bh = As + C::STAGES * C::A_BYTES;
-  uint8_t* Raw = Bh + 2 * C::BH_BYTES;
-  uint8_t* extra = Raw + C::STAGES * BOp::kRawBytes;
-  uint64_t* full = reinterpret_cast<uint64_t*>(extra + BOp::kExtraBytes);
-  BOp::init(extra);
-
-  const int m0 = blockIdx.x * C::BM, n0 = blockIdx.y * kBN, split = blockIdx.z;
-  const int kt0 = split * g.tiles_per_split;
-  const int nk = min(g.tiles_per_split, g.k_tiles - kt0);
-  const int wgi = threadIdx.x >> 7;
-  const bool issuer = threadIdx.x == 0;
-  const uint32_t stage_bytes = C::A_BYTES + BOp::raw_bytes(bp);
-  auto load = [&](int slot, int kt) {  // issuer only
-    mbar_expect_bytes(full + slot, stage_bytes);
-    tma_load_2d(As + slot * C::A_BYTES, &map_a, (kt0 + kt) * kBK, m0, full + slot);
-    BOp::load_raw(Raw + slot * BOp::kRawBytes, bp, n0, kt0 + kt, full + slot);
-  };
-
-  if (issuer) {
-    for (int s = 0; s < C::STAGES; ++s) mbar_init(full + s);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-
-  float acc[C::MT][64];
-#pragma unroll
-  for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-    for (int q = 0; q < 64; ++q) acc[i][q] = 0.0f;
-
-  // Slot kt % STAGES of the ring holds A and raw B of k-tile kt; STAGES - 2 tiles are loaded ahead,
-  // so a slot is refilled only once the wgmma that read it (two tiles back) has completed.
-  if (issuer)
-    for (int s = 0; s < C::STAGES - 2 && s < nk; ++s) load(s, s);
-
-  for (int kt = 0; kt < nk; ++kt) {
-    const int slot = kt % C::STAGES;
-    wgmma_wait<1>();  // this warpgroup's wgmma of k-tile kt - 2 is done (kt - 1 may run)
-#pragma unroll
-    for (int i = 0; i < C::MT; ++i) fence_acc(acc[i]);
-    __syncthreads();  // ... in both warpgroups: its ring slot and dequantized tile are free
-    if (issuer && kt + C::STAGES - 2 < nk) load((kt + C::STAGES - 2) % C::STAGES, kt + C::STAGES - 2);
-    mbar_wait(full + slot, (kt / C::STAGES) & 1);
-
-    uint8_t* bh = Bh + (kt & 1) * C::BH_BYTES;
-    BOp::dequantize(Raw + slot * BOp::kRawBytes, bh, bp, extra);
-    fence_proxy_async();  // the dequantized tile (and the raw reads) before the async proxy's accesses
-    __syncthreads();
-
-    const uint8_t* a = As + slot * C::A_BYTES + wgi * (C::BM / 2) * kRowBytes;
-#pragma unroll
-    for (int i = 0; i < C::MT; ++i) fence_acc(acc[i]);
-    wgmma_fence();
-#pragma unroll
-    for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-      for (int ks = 0; ks < kBK / 16; ++ks)
-        wgmma_m64n128k16(acc[i], sw128_desc(a + i * 64 * kRowBytes, ks), sw128_desc(bh, ks));
-    wgmma_commit();
-  }
-  wgmma_wait<0>();
-#pragma unroll
-  for (int i = 0; i < C::MT; ++i) fence_acc(acc[i]);
-  store_tile<C>(e, acc, m0, n0, split);
-#else
-  __trap();  // launched only on sm_90 (supported())
-#endif
-}
-
+// n0 .. n0 + 127; dequantize(raw, bh, p, extra, pt) writes the fp16 [128 x 64] tile, swizzled, as
+// thread pt of kDequantThreads.
 }  // namespace nibble::cuda::wg

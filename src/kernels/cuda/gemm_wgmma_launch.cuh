@@ -1,6 +1,7 @@
 #pragma once
-// Host side of gemm_wgmma_core.cuh: tile height by M, split-K by the SM count (one CTA per SM:
-// a CTA holds ~150-230 KB of shared memory), the TMA descriptors, the split-K reduction, error checks.
+// Host side of the wgmma GEMMs: tile height by M (128 rows: the all-warps loop, 256: the
+// warp-specialized one), split-K by the SM count (one CTA per SM: a CTA holds 150-227 KB of shared
+// memory), the TMA descriptors, the split-K reduction, error checks.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -9,7 +10,8 @@
 #include <string>
 
 #include "gemm_launch.cuh"
-#include "gemm_wgmma_core.cuh"
+#include "gemm_wgmma_allwarps.cuh"
+#include "gemm_wgmma_specialized.cuh"
 #include "nibble/cuda/check.h"
 #include "nibble/error.h"
 
@@ -21,7 +23,7 @@ namespace nibble::cuda::wg {
 CUtensorMap tensor_map_2d(const void* base, int elem_bytes, uint64_t inner, uint64_t outer, uint64_t row_bytes,
                           uint32_t box_inner, uint32_t box_outer, bool swizzle, const char* what);
 
-template <class C, class BOp>
+template <class C, class BOp, auto kernel>
 void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorkspace& ws, int split_k,
                 cudaStream_t stream) {
   const int k_tiles = int(p.a_row_bytes / kRowBytes);
@@ -38,8 +40,7 @@ void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorksp
   tc::EpilogueArgs e{p.y, nullptr, p.row_scale, p.alpha, p.M, p.N};
   if (splits > 1) e.partial = static_cast<float*>(ws.get(size_t(splits) * p.M * p.N * sizeof(float)));
 
-  constexpr int smem = smem_bytes<C, BOp>();
-  auto kernel = wgmma_gemm_kernel<C, BOp>;
+  constexpr int smem = C::SMEM;
   // Once per kernel, so that launches inside a CUDA-graph capture make no attribute calls.
   static const bool raised = [&] {
     NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -49,7 +50,7 @@ void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorksp
   dim3 grid((p.M + C::BM - 1) / C::BM, (p.N + kBN - 1) / kBN, splits);
   const CUtensorMap map_a = tensor_map_2d(p.a, 2, uint64_t(p.a_row_bytes / 2), uint64_t(p.M), uint64_t(p.a_row_bytes),
                                           kBK, C::BM, true, "activations");
-  kernel<<<grid, kThreads, smem, stream>>>(g, map_a, bp, e);
+  kernel<<<grid, C::THREADS, smem, stream>>>(g, map_a, bp, e);
   NIBBLE_CUDA_CHECK(cudaGetLastError());
   if (splits > 1) tc::splitk_reduce(e.partial, splits, p.M, p.N, p.row_scale, p.alpha, p.y, stream);
 }
@@ -70,10 +71,16 @@ void launch(const tc::Problem& p, const typename BOp::Params& bp, GemmWorkspace&
   if (block_m == 0) block_m = default_block_m(p.M);
   if (block_m != 128 && block_m != 256)
     throw Error("wgmma GEMM: block_m " + std::to_string(block_m) + " is not 0, 128 or 256 (NIBBLE_WGMMA_BM)");
-  if (block_m == 256)
-    launch_cfg<Cfg<256, 4>, BOp>(p, bp, ws, split_k, stream);
-  else
-    launch_cfg<Cfg<128, 5>, BOp>(p, bp, ws, split_k, stream);
+  if (block_m == 128) {
+    using C = AllWarpsCfg<128, 5, BOp>;
+    launch_cfg<C, BOp, wgmma_gemm_kernel_allwarps<C, BOp>>(p, bp, ws, split_k, stream);
+  } else if constexpr (BOp::kHeavyDecode) {  // the specialized loop was 3-6% slower for these
+    using C = AllWarpsCfg<256, 4, BOp>;
+    launch_cfg<C, BOp, wgmma_gemm_kernel_allwarps<C, BOp>>(p, bp, ws, split_k, stream);
+  } else {
+    using C = SpecializedCfg<256, BOp>;
+    launch_cfg<C, BOp, wgmma_gemm_kernel_specialized<C, BOp>>(p, bp, ws, split_k, stream);
+  }
 }
 
 }  // namespace nibble::cuda::wg

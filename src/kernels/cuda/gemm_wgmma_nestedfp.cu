@@ -20,6 +20,7 @@ struct NestedTile {
   static constexpr int kPlaneBytes = kBN * 64;  // 64 bytes (= 64 k) per column per plane
   static constexpr int kRawBytes = 2 * kPlaneBytes;
   static constexpr int kExtraBytes = 0;
+  static constexpr bool kHeavyDecode = false;
 
   __device__ __forceinline__ static void init(uint8_t*) {}
   __device__ __forceinline__ static uint32_t raw_bytes(const Params&) { return kRawBytes; }
@@ -38,18 +39,28 @@ struct NestedTile {
     h23 = __byte_perm(l, top, 0x7362);
   }
 
-  // Thread -> (column r, 16-k quarter c4), twice: 16 weights = swizzled chunks 2 c4 and 2 c4 + 1.
-  __device__ __forceinline__ static void dequantize(const uint8_t* raw, uint8_t* bh, const Params&, const uint8_t*) {
+  // Thread pt -> (column r, 16-k quarter c4), four times: 16 weights each = swizzled
+  // chunks 2 c4 and 2 c4 + 1. All loads are issued before the first store: the compiler cannot
+  // tell that the stores miss the raw bytes, and few warps per scheduler dequantize, so latency
+  // is not hidden by other warps.
+  __device__ __forceinline__ static void dequantize(const uint8_t* raw, uint8_t* bh, const Params&, const uint8_t*,
+                                                    int pt) {
+    constexpr int kIter = kBN * 4 / kDequantThreads;
+    uint4 u[kIter], l[kIter];
 #pragma unroll
-    for (int i = 0; i < kBN * 4 / kThreads; ++i) {
-      const int idx = threadIdx.x + i * kThreads, r = idx >> 2, c4 = idx & 3;
-      const uint4 u = *reinterpret_cast<const uint4*>(raw + r * 64 + c4 * 16);
-      const uint4 l = *reinterpret_cast<const uint4*>(raw + kPlaneBytes + r * 64 + c4 * 16);
+    for (int i = 0; i < kIter; ++i) {
+      const int idx = pt + i * kDequantThreads, r = idx >> 2, c4 = idx & 3;
+      u[i] = *reinterpret_cast<const uint4*>(raw + r * 64 + c4 * 16);
+      l[i] = *reinterpret_cast<const uint4*>(raw + kPlaneBytes + r * 64 + c4 * 16);
+    }
+#pragma unroll
+    for (int i = 0; i < kIter; ++i) {
+      const int idx = pt + i * kDequantThreads, r = idx >> 2, c4 = idx & 3;
       uint4 lo, hi;
-      rebuild(u.x, l.x, lo.x, lo.y);
-      rebuild(u.y, l.y, lo.z, lo.w);
-      rebuild(u.z, l.z, hi.x, hi.y);
-      rebuild(u.w, l.w, hi.z, hi.w);
+      rebuild(u[i].x, l[i].x, lo.x, lo.y);
+      rebuild(u[i].y, l[i].y, lo.z, lo.w);
+      rebuild(u[i].z, l[i].z, hi.x, hi.y);
+      rebuild(u[i].w, l[i].w, hi.z, hi.w);
       *reinterpret_cast<uint4*>(bh + swizzled(r, 2 * c4)) = lo;
       *reinterpret_cast<uint4*>(bh + swizzled(r, 2 * c4 + 1)) = hi;
     }

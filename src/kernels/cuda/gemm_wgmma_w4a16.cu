@@ -27,9 +27,11 @@ struct W4Tile {
   static constexpr int kCodeBytes = kBN * 32;                // 32 code bytes (64 k) per column
   static constexpr int kRawBytes = kCodeBytes + 4 * kBN * 4;  // + up to four metadata rows (group 16)
   static constexpr int kExtraBytes = D == tc::W4Decode::nf4 ? 64 : 0;
+  // The special-value select and NF4's table + FP32 multiply: 256-row tiles keep the all-warps loop
+  static constexpr bool kHeavyDecode = D == tc::W4Decode::fp4_special || D == tc::W4Decode::nf4;
 
   __device__ __forceinline__ static void init(uint8_t* extra) {
-    if constexpr (D == tc::W4Decode::nf4)  // read after the main loop's first __syncthreads
+    if constexpr (D == tc::W4Decode::nf4)  // read after the kernel's one __syncthreads
       if (threadIdx.x < 16) reinterpret_cast<float*>(extra)[threadIdx.x] = detail::kNf4Levels[threadIdx.x];
   }
 
@@ -42,28 +44,42 @@ struct W4Tile {
     tma_load_2d(raw + kCodeBytes, &p.meta, n0, g0, bar);
   }
 
-  // Thread -> column n, 32-k half h (h fastest: a quarter-warp reads 128 contiguous bytes): its
-  // four code words hold 16 pairs; pair q of word t is logical k 32 h + 16 (q >> 1) + 4 t + 2 (q & 1),
-  // so it lands at word 8 (q >> 1) + 2 t + (q & 1) of the half's 16 output words (4 swizzled chunks).
+  // Thread pt -> column n, 32-k half h (h fastest: a quarter-warp reads 128 contiguous
+  // bytes), twice: its four code words hold 16 pairs; pair q of word t is logical k
+  // 32 h + 16 (q >> 1) + 4 t + 2 (q & 1), so it lands at word 8 (q >> 1) + 2 t + (q & 1) of the
+  // half's 16 output words (4 swizzled chunks).
   __device__ __forceinline__ static void dequantize(const uint8_t* raw, uint8_t* bh, const Params& p,
-                                                    const uint8_t* extra) {
-    static_assert(2 * kBN == kThreads, "one thread per column half");
-    const int n = threadIdx.x >> 1, h = threadIdx.x & 1;
-    const uint4 w4 = *reinterpret_cast<const uint4*>(raw + n * 32 + h * 16);
-    const uint32_t w[4] = {w4.x, w4.y, w4.z, w4.w};
+                                                    const uint8_t* extra, int pt) {
     const uint32_t* metas = reinterpret_cast<const uint32_t*>(raw + kCodeBytes);
-    const int gl_lo = p.group < 64 ? 2 * h * p.groups_per_tile / 4 : 0;  // metadata row of k 32 h
-    const int gl_hi = p.group < 64 ? (4 * h + 2) * p.groups_per_tile / 8 : 0;  // ... of k 32 h + 16
-    const uint32_t m_lo = metas[gl_lo * kBN + n], m_hi = metas[gl_hi * kBN + n];
     const float* levels = reinterpret_cast<const float*>(extra);
-    uint32_t o[16];
+    constexpr int kIter = 2 * kBN / kDequantThreads;
+    uint4 w4[kIter];
+    uint32_t m_lo[kIter], m_hi[kIter];
+    // All loads before the first store (see NestedTile::dequantize).
 #pragma unroll
-    for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < kIter; ++i) {
+      const int idx = pt + i * kDequantThreads, n = idx >> 1, h = idx & 1;
+      w4[i] = *reinterpret_cast<const uint4*>(raw + n * 32 + h * 16);
+      const int gl_lo = p.group < 64 ? 2 * h * p.groups_per_tile / 4 : 0;        // metadata row of k 32 h
+      const int gl_hi = p.group < 64 ? (4 * h + 2) * p.groups_per_tile / 8 : 0;  // ... of k 32 h + 16
+      m_lo[i] = metas[gl_lo * kBN + n];
+      m_hi[i] = metas[gl_hi * kBN + n];
+    }
 #pragma unroll
-      for (int q = 0; q < 4; ++q) o[8 * (q >> 1) + 2 * t + (q & 1)] = tc::w4_decode_pair<D>(w[t], q, q < 2 ? m_lo : m_hi, levels);
+    for (int i = 0; i < kIter; ++i) {
+      const int idx = pt + i * kDequantThreads, n = idx >> 1, h = idx & 1;
+      const uint32_t w[4] = {w4[i].x, w4[i].y, w4[i].z, w4[i].w};
+      uint32_t o[16];
 #pragma unroll
-    for (int c = 0; c < 4; ++c)
-      *reinterpret_cast<uint4*>(bh + swizzled(n, 4 * h + c)) = make_uint4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
+      for (int t = 0; t < 4; ++t)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          o[8 * (q >> 1) + 2 * t + (q & 1)] = tc::w4_decode_pair<D>(w[t], q, q < 2 ? m_lo[i] : m_hi[i], levels);
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        *reinterpret_cast<uint4*>(bh + swizzled(n, 4 * h + c)) =
+            make_uint4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
+    }
   }
 };
 
@@ -85,12 +101,10 @@ void w4a16(const uint16_t* x, int M, const uint32_t* codes, const uint32_t* meta
                                 "W4 metadata"),
                   group, gpt};
   };
-  if (decode == tc::W4Decode::fp4)
-    launch<W4Tile<tc::W4Decode::fp4>>(p, params(W4Tile<tc::W4Decode::fp4>{}), ws, split_k, block_m, stream);
-  else if (decode == tc::W4Decode::int4)
-    launch<W4Tile<tc::W4Decode::int4>>(p, params(W4Tile<tc::W4Decode::int4>{}), ws, split_k, block_m, stream);
-  else
-    launch<W4Tile<tc::W4Decode::nf4>>(p, params(W4Tile<tc::W4Decode::nf4>{}), ws, split_k, block_m, stream);
+  tc::with_decode(decode, [&](auto d) {
+    using Tile = W4Tile<decltype(d)::value>;
+    launch<Tile>(p, params(Tile{}), ws, split_k, block_m, stream);
+  });
 }
 
 }  // namespace nibble::cuda::wg
