@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   }
   __syncthreads();
 
-  float acc[C::MT][64];  // not zeroed: the first k-tile's wgmma ignore it (see the specialized loop)
+  float acc[C::MT][64];  // not zeroed (mma_tile)
 
   // Slot kt % STAGES of the ring holds A and raw B of k-tile kt; STAGES - 2 tiles are loaded ahead,
   // so a slot is refilled only once the wgmma that read it (two tiles back) has completed.
@@ -73,19 +73,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     fence_proxy_async();  // the dequantized tile (and the raw reads) before the async proxy's accesses
     __syncthreads();
 
-    const uint8_t* a = As + slot * C::A_BYTES + wgi * (C::BM / 2) * kRowBytes;
-    wgmma_fence();
-#pragma unroll
-    for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-      for (int ks = 0; ks < kBK / 16; ++ks)
-        wgmma_m64n128k16(acc[i], sw128_desc(a + i * 64 * kRowBytes, ks), sw128_desc(bh, ks), kt > 0 || ks > 0);
-    wgmma_commit();
+    mma_tile(acc, As + slot * C::A_BYTES + wgi * (C::BM / 2) * kRowBytes, bh, kt == 0);
   }
-  wgmma_wait<0>();
-#pragma unroll
-  for (int i = 0; i < C::MT; ++i) fence_acc(acc[i]);
-  store_tile<C>(e, acc, wgi, m0, n0, split);
+  finish_tile<C>(e, acc, wgi, m0, n0, split);
 #else
   __trap();  // launched only on sm_90 (supported())
 #endif

@@ -100,6 +100,21 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 #undef NIBBLE_ACC8
+
+// One k-tile of a warpgroup as one wgmma group: MT m64 slices (A rows 64 apart) x 4 k16 steps
+// against the dequantized B tile. The CTA's first k-tile overwrites the accumulators, which are
+// never zeroed: zeroing them made ptxas serialize every wgmma of the loop (warning C7515), as did
+// fence_acc inside the loop (it "defines" registers of the wgmma still in flight).
+template <int MT>
+__device__ __forceinline__ void mma_tile(float (&acc)[MT][64], const uint8_t* a, const uint8_t* bh, bool first) {
+  wgmma_fence();
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks)
+      wgmma_m64n128k16(acc[i], sw128_desc(a + i * 64 * kRowBytes, ks), sw128_desc(bh, ks), !first || ks > 0);
+  wgmma_commit();
+}
 #endif
 
 // acc[i] of the warpgroup wg that computes rows wg * BM/2 .. holds rows wg * BM/2 + 64 i + 16 w +
@@ -129,6 +144,18 @@ __device__ __forceinline__ void store_tile(const tc::EpilogueArgs& e, float (&ac
       }
     }
 }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// After the main loop: waits for the warpgroup's last wgmma, then stores its rows of the tile.
+template <class C>
+__device__ __forceinline__ void finish_tile(const tc::EpilogueArgs& e, float (&acc)[C::MT][64], int wg, int m0,
+                                            int n0, int split) {
+  wgmma_wait<0>();
+#pragma unroll
+  for (int i = 0; i < C::MT; ++i) fence_acc(acc[i]);
+  store_tile<C>(e, acc, wg, m0, n0, split);
+}
+#endif
 
 // B policy interface (BOp): Params (its tensor maps included); kRawBytes (one staging slot),
 // kExtraBytes (constant tables); init(extra) once per CTA; raw_bytes(p) the bytes load_raw brings;

@@ -108,9 +108,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
   const int c = (threadIdx.x - kDequantThreads) >> 7;  // consumer warpgroup
-  // Not zeroed: the first k-tile's wgmma ignore it (accumulate = 0). Zeroing it here made ptxas
-  // serialize every wgmma of the loop (warning C7515).
-  float acc[C::MT][64];
+  float acc[C::MT][64];  // not zeroed (mma_tile)
   const bool issuer = threadIdx.x == kDequantThreads;  // loads the A tiles
   auto load_a = [&](int j) {
     mbar_expect_bytes(full_a + j % SA, C::A_BYTES);
@@ -123,18 +121,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     const int sa = kt % SA, b = kt % BS;
     mbar_wait(full_a + sa, (kt / SA) & 1);  // A landed
     mbar_wait(ready + b, (kt / BS) & 1);    // B dequantized
-    const uint8_t* a = As + sa * C::A_BYTES + c * (C::BM / 2) * kRowBytes;
-    const uint8_t* bh = Bh + b * C::BH_BYTES;
-    // No fence_acc in the loop: the wgmma asm statements carry the accumulators as operands, and a
-    // fence there "defines" registers of the wgmma still in flight, which makes ptxas serialize
-    // the wgmma (warning C7515).
-    wgmma_fence();
-#pragma unroll
-    for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-      for (int ks = 0; ks < kBK / 16; ++ks)
-        wgmma_m64n128k16(acc[i], sw128_desc(a + i * 64 * kRowBytes, ks), sw128_desc(bh, ks), kt > 0 || ks > 0);
-    wgmma_commit();
+    mma_tile(acc, As + sa * C::A_BYTES + c * (C::BM / 2) * kRowBytes, Bh + b * C::BH_BYTES, kt == 0);
     wgmma_wait<1>();  // this warp's wgmma of k-tile kt - 1 is done: its slot and tile are free
     if (kt > 0 && (threadIdx.x & 31) == 0) {
       mbar_arrive(empty_a + (kt - 1) % SA);
@@ -145,10 +132,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       load_a(kt - 1 + SA);
     }
   }
-  wgmma_wait<0>();
-#pragma unroll
-  for (int i = 0; i < C::MT; ++i) fence_acc(acc[i]);
-  store_tile<C>(e, acc, c, m0, n0, split);
+  finish_tile<C>(e, acc, c, m0, n0, split);
 #else
   __trap();  // launched only on sm_90 (supported())
 #endif
