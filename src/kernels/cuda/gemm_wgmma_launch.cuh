@@ -74,7 +74,7 @@ void launch(const tc::Problem& p, const typename BOp::Params& bp, GemmWorkspace&
   if (block_m == 128) {
     using C = AllWarpsCfg<128, 5, BOp>;
     launch_cfg<C, BOp, wgmma_gemm_kernel_allwarps<C, BOp>>(p, bp, ws, split_k, stream);
-  } else if constexpr (BOp::kHeavyDecode) {  // the specialized loop was 3-6% slower for these
+  } else if constexpr (BOp::kHeavyDecode) {  // the specialized loop was 3-15% slower for these
     using C = AllWarpsCfg<256, 4, BOp>;
     launch_cfg<C, BOp, wgmma_gemm_kernel_allwarps<C, BOp>>(p, bp, ws, split_k, stream);
   } else {

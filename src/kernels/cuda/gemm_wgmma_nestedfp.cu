@@ -39,7 +39,7 @@ struct NestedTile {
     h23 = __byte_perm(l, top, 0x7362);
   }
 
-  // Thread pt -> (column r, 16-k quarter c4), four times: 16 weights each = swizzled
+  // Thread pt -> (column r, 16-k quarter c4), twice: 16 weights each = swizzled
   // chunks 2 c4 and 2 c4 + 1. All loads are issued before the first store: the compiler cannot
   // tell that the stores miss the raw bytes, and few warps per scheduler dequantize, so latency
   // is not hidden by other warps.

@@ -47,7 +47,7 @@ struct SpecializedCfg {
 template <class C, class BOp>
 __global__ void __launch_bounds__(C::THREADS, 1)
     wgmma_gemm_kernel_specialized(tc::MainArgs g, const __grid_constant__ CUtensorMap map_a,
-                      const __grid_constant__ typename BOp::Params bp, tc::EpilogueArgs e) {
+                                  const __grid_constant__ typename BOp::Params bp, tc::EpilogueArgs e) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int SA = C::SA, SR = C::SR, BS = C::BS;
   extern __shared__ uint8_t smem_raw[];

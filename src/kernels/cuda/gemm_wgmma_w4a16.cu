@@ -44,42 +44,28 @@ struct W4Tile {
     tma_load_2d(raw + kCodeBytes, &p.meta, n0, g0, bar);
   }
 
-  // Thread pt -> column n, 32-k half h (h fastest: a quarter-warp reads 128 contiguous
-  // bytes), twice: its four code words hold 16 pairs; pair q of word t is logical k
-  // 32 h + 16 (q >> 1) + 4 t + 2 (q & 1), so it lands at word 8 (q >> 1) + 2 t + (q & 1) of the
-  // half's 16 output words (4 swizzled chunks).
+  // Thread pt -> column n, 32-k half h (h fastest: a quarter-warp reads 128 contiguous bytes): its
+  // four code words hold 16 pairs; pair q of word t is logical k 32 h + 16 (q >> 1) + 4 t + 2 (q & 1),
+  // so it lands at word 8 (q >> 1) + 2 t + (q & 1) of the half's 16 output words (4 swizzled chunks).
   __device__ __forceinline__ static void dequantize(const uint8_t* raw, uint8_t* bh, const Params& p,
                                                     const uint8_t* extra, int pt) {
+    static_assert(2 * kBN == kDequantThreads, "one thread per column half");
+    const int n = pt >> 1, h = pt & 1;
+    const uint4 w4 = *reinterpret_cast<const uint4*>(raw + n * 32 + h * 16);
+    const uint32_t w[4] = {w4.x, w4.y, w4.z, w4.w};
     const uint32_t* metas = reinterpret_cast<const uint32_t*>(raw + kCodeBytes);
+    const int gl_lo = p.group < 64 ? 2 * h * p.groups_per_tile / 4 : 0;  // metadata row of k 32 h
+    const int gl_hi = p.group < 64 ? (4 * h + 2) * p.groups_per_tile / 8 : 0;  // ... of k 32 h + 16
+    const uint32_t m_lo = metas[gl_lo * kBN + n], m_hi = metas[gl_hi * kBN + n];
     const float* levels = reinterpret_cast<const float*>(extra);
-    constexpr int kIter = 2 * kBN / kDequantThreads;
-    uint4 w4[kIter];
-    uint32_t m_lo[kIter], m_hi[kIter];
-    // All loads before the first store (see NestedTile::dequantize).
+    uint32_t o[16];
 #pragma unroll
-    for (int i = 0; i < kIter; ++i) {
-      const int idx = pt + i * kDequantThreads, n = idx >> 1, h = idx & 1;
-      w4[i] = *reinterpret_cast<const uint4*>(raw + n * 32 + h * 16);
-      const int gl_lo = p.group < 64 ? 2 * h * p.groups_per_tile / 4 : 0;        // metadata row of k 32 h
-      const int gl_hi = p.group < 64 ? (4 * h + 2) * p.groups_per_tile / 8 : 0;  // ... of k 32 h + 16
-      m_lo[i] = metas[gl_lo * kBN + n];
-      m_hi[i] = metas[gl_hi * kBN + n];
-    }
+    for (int t = 0; t < 4; ++t)
 #pragma unroll
-    for (int i = 0; i < kIter; ++i) {
-      const int idx = pt + i * kDequantThreads, n = idx >> 1, h = idx & 1;
-      const uint32_t w[4] = {w4[i].x, w4[i].y, w4[i].z, w4[i].w};
-      uint32_t o[16];
+      for (int q = 0; q < 4; ++q) o[8 * (q >> 1) + 2 * t + (q & 1)] = tc::w4_decode_pair<D>(w[t], q, q < 2 ? m_lo : m_hi, levels);
 #pragma unroll
-      for (int t = 0; t < 4; ++t)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          o[8 * (q >> 1) + 2 * t + (q & 1)] = tc::w4_decode_pair<D>(w[t], q, q < 2 ? m_lo[i] : m_hi[i], levels);
-#pragma unroll
-      for (int c = 0; c < 4; ++c)
-        *reinterpret_cast<uint4*>(bh + swizzled(n, 4 * h + c)) =
-            make_uint4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
-    }
+    for (int c = 0; c < 4; ++c)
+      *reinterpret_cast<uint4*>(bh + swizzled(n, 4 * h + c)) = make_uint4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
   }
 };
 
