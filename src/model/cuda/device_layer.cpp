@@ -35,8 +35,6 @@ std::optional<DeviceWeight> stack(std::initializer_list<const LinearWeight*> par
   return out;
 }
 
-bool is_fp16(const std::optional<DeviceWeight>& s) { return s && s->kind == WeightKind::fp16; }
-
 // One GEMV launch per 16 rows; out_rows[i]: the row length of output i.
 template <size_t P>
 void run_gemv(const DeviceWeight& w, const uint16_t* x, int M, std::array<uint16_t*, P> ys,
@@ -76,9 +74,8 @@ void DeviceLayer::run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, 
   const std::array<uint16_t*, 3> ys{yq, yk, yv};
   if (stack_runs(qkv_stack, parts, M)) {
     run_gemv<3>(*qkv_stack, x, M, ys, {q.rows(), k.rows(), v.rows()}, ex.stream);
-  } else if (is_fp16(qkv_stack)) {  // plain float parts live only in the stack: one cuBLAS call, then the split
-    ex.cublas->gemm(x, static_cast<const uint16_t*>(qkv_stack->qweight), ex.stack_out, M, int(qkv_stack->N),
-                    int(q.cols()), ex.stream);
+  } else if (const uint16_t* w16 = fp16_matrix(qkv_stack)) {  // plain float parts: in the stack only
+    ex.cublas->gemm(x, w16, ex.stack_out, M, int(qkv_stack->N), int(q.cols()), ex.stream);
     ops::split_columns(ex.stack_out, M, int(q.rows()), int(k.rows()), int(v.rows()), yq, yk, yv, ex.stream);
   } else {
     for (size_t i = 0; i < 3; ++i) parts[i]->run(x, M, ys[i], ex);
@@ -90,9 +87,8 @@ void DeviceLayer::run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, 
 void DeviceLayer::run_swiglu(const uint16_t* x, int M, uint16_t* ygate, uint16_t* yup, const LinearExec& ex) const {
   if (stack_runs(gate_up_pair, std::array<const DeviceLinear*, 2>{&gate, &up}, M))
     return run_gemv<1>(*gate_up_pair, x, M, {ygate}, {gate.rows()}, ex.stream);
-  if (is_fp16(gate_up_pair)) {  // one cuBLAS call over the interleaved rows, then SiLU over the pairs
-    ex.cublas->gemm(x, static_cast<const uint16_t*>(gate_up_pair->qweight), ex.stack_out, M, int(2 * gate.rows()),
-                    int(gate.cols()), ex.stream);
+  if (const uint16_t* w16 = fp16_matrix(gate_up_pair)) {  // one cuBLAS call over the interleaved rows, then SiLU
+    ex.cublas->gemm(x, w16, ex.stack_out, M, int(2 * gate.rows()), int(gate.cols()), ex.stream);
     return ops::silu_mul_pairs(ex.stack_out, M, int(gate.rows()), ygate, ex.stream);
   }
   gate.run(x, M, ygate, ex);

@@ -62,8 +62,7 @@ DeviceLinear::Path DeviceLinear::path_for(int M) const {
 }
 
 const uint16_t* DeviceLinear::fp16_weight() const {
-  if (!fp16_.empty()) return fp16_.get();
-  return gemv_ && gemv_->kind == WeightKind::fp16 ? static_cast<const uint16_t*>(gemv_->qweight) : nullptr;
+  return !fp16_.empty() ? fp16_.get() : fp16_matrix(gemv_);
 }
 
 void DeviceLinear::run(const uint16_t* x, int M, uint16_t* y, const LinearExec& ex) const {

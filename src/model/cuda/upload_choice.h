@@ -1,5 +1,6 @@
 #pragma once
 // What DeviceLinear and DeviceLayer share when they choose the layouts a weight is uploaded in.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,12 @@ inline const PackedTensor& gemv_source(const PackedTensor& w, std::string_view n
   if (has_kernel(w.format)) return w;
   converted = as_fp16(w, name);
   return converted;
+}
+
+// The row-major FP16 [N, K] matrix of a plain float weight's GEMV upload, which cuBLAS reads too;
+// null when w is absent or of another format.
+inline const uint16_t* fp16_matrix(const std::optional<DeviceWeight>& w) {
+  return w && w->kind == WeightKind::fp16 ? static_cast<const uint16_t*>(w->qweight) : nullptr;
 }
 
 // out = up(), or, when a kernel does not take this shape, nothing and the first reason in why.
