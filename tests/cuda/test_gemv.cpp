@@ -135,6 +135,15 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
       variants.push_back({"tensor cores row_blocks " + std::to_string(rb), o});
     }
   }
+  // the stream kernel (sm_90): nvfp4 / nvfp4-razer, M <= 8, K % 64 == 0, X in shared memory;
+  // refused otherwise
+  const bool stream_format = dw.kind == WeightKind::nvfp4 || dw.kind == WeightKind::nvfp4_razer;
+  std::vector<std::pair<std::string, LinearOptions>> stream_variants;
+  for (int rb : {1, 2, 4}) {
+    LinearOptions o;
+    o.engine = Engine::tensor_stream, o.row_blocks = rb;
+    stream_variants.push_back({"tensor stream row_blocks " + std::to_string(rb), o});
+  }
   variants.push_back({"dispatcher's choice", LinearOptions{}});
   for (int M = 1; M <= 16; ++M) {
     const std::vector<uint16_t> x = random_x(M, c.K, g);
@@ -142,6 +151,21 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
     GpuBuffer<uint16_t> dx(x), dy(size_t(M * c.N));
     if (!has_tc) {
       EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, tc), Error);
+    }
+    for (const auto& [name, opt] : stream_variants) {
+      if (!stream_format || M > 8 || c.K % 64) {
+        EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, opt), Error) << name << " M=" << M;
+        continue;
+      }
+      if (!stream_kernel_fits(dw, M, opt.row_blocks)) {  // X too large for shared memory beside the ring
+        ASSERT_GT(M, 1) << "one row of K = " << c.K << " must fit";
+        EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, opt), Error);
+        continue;
+      }
+      dy.poison();
+      linear(dx.get(), M, dw, dy.get(), nullptr, opt);
+      expect_close(dy.host(), ref, c.format + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " M=" +
+                   std::to_string(M) + " " + name, 0.0);
     }
     for (const auto& [name, opt] : variants) {
       dy.poison();
@@ -168,6 +192,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"razer-fp3-g128", 29, 256}, Case{"razer-fp3-g128", 70, 4224},
                       Case{"int4-g128", 41, 384}, Case{"int4-g128", 99, 2176}, Case{"nf4", 23, 192},
                       Case{"nf4", 101, 2112},
+                      // the stream kernel: one stage, and 36 / 68 chunks (ragged last stages, more
+                      // stages than the ring holds)
+                      Case{"nvfp4", 70, 512}, Case{"nvfp4", 131, 2304}, Case{"nvfp4-razer", 75, 4352},
                       // long rows: several steps per K split, the last one ragged
                       Case{"nvfp4-razer", 133, 8256}, Case{"int4-g128", 67, 8320},
                       Case{"razer-fp3-g128", 35, 8448},

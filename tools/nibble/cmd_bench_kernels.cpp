@@ -59,6 +59,7 @@ bool shape_selected(const Shape& s, const std::vector<std::string>& sel) {
 std::string choice_name(const std::string& format, const Shape& s, int M, bool has_tc) {
   const TunedChoice c = tuned_choice(format, s.K, s.N, M);
   if (c.engine == Engine::tensor_cores && has_tc) return "tc";
+  if (c.engine == Engine::tensor_stream && has_tc) return fmt::format("stream rb{}", c.row_blocks);
   return fmt::format("cc r{} ks{}{}", c.rows_per_warp, c.k_splits, c.fp4_decode == Fp4Decode::lut ? " lut" : "");
 }
 
@@ -84,6 +85,12 @@ std::vector<std::pair<std::string, LinearOptions>> variants_of(const std::string
   std::vector<std::pair<std::string, LinearOptions>> v{{"auto", {}}, {"cuda-cores", cc}, {"cuda-cores-ks1", ks1}};
   if (format == "nvfp4" || format == "nvfp4-razer") v.push_back({"cuda-cores-lut", lut});
   if (has_tc) v.push_back({"tensor-cores", tc});
+  if (has_tc && (format == "nvfp4" || format == "nvfp4-razer"))
+    for (int rb : {1, 2}) {
+      LinearOptions st;
+      st.engine = Engine::tensor_stream, st.row_blocks = rb;
+      v.push_back({fmt::format("tensor-stream-rb{}", rb), st});
+    }
   return v;
 }
 
@@ -124,6 +131,7 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
         // timed only where there is no tensor-core kernel
         if (vname == "cuda-cores-ks1" && M != 1) continue;
         if (vname.rfind("cuda-cores", 0) == 0 && M > 2 && copies[0].qweight_mma) continue;
+        if (vname.rfind("tensor-stream", 0) == 0 && !stream_kernel_fits(copies[0], M, opt.row_blocks)) continue;
         const double us = time_rotated_us(
             [&](int c, cudaStream_t st) { linear(x.p, M, copies[size_t(c)], y.p, st, opt); }, ncopies, stream, 48,
             o.replays);

@@ -44,7 +44,8 @@ std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
 // Candidates per (format, shape, M). CUDA cores: rows per warp x K splits (paper 000 App. E's
 // SM-count tuning: the splits set how many CTAs share the SMs), bit decoder; the shared-memory
 // FP4 table never won a sweep (docs/kernels.md) and is left to `nibble bench kernels`. Tensor
-// cores: row blocks per CTA. From M = 2 on, where the tensor cores win, only the
+// cores: row blocks per CTA (not the stream kernel: it wins alone and loses inside a model,
+// docs/kernels.md, so a table must not pick it from isolated timings). From M = 2 on, where the tensor cores win, only the
 // heuristic's CUDA-core shape is timed against them.
 std::vector<TunedChoice> candidates_for(const std::string& f, int64_t K, int64_t N, int M, bool has_tc) {
   std::vector<TunedChoice> out;
@@ -67,7 +68,7 @@ std::vector<TunedChoice> candidates_for(const std::string& f, int64_t K, int64_t
 }
 
 double ctas_per_sm(const TunedChoice& c, int64_t N, int M, int sms) {
-  if (c.engine == Engine::tensor_cores) return double((N + 16 * c.row_blocks - 1) / (16 * c.row_blocks)) / sms;
+  if (c.engine != Engine::cuda_cores) return double((N + 16 * c.row_blocks - 1) / (16 * c.row_blocks)) / sms;
   const int rows = c.rows_per_warp == 4 && M <= 8 ? 4 : 2;
   const int64_t per_cta = 8 / c.k_splits * rows;
   return double((N + per_cta - 1) / per_cta) / sms;
@@ -132,7 +133,7 @@ void run_tune(const TuneOptions& o) {
               [&](int c, cudaStream_t st) { linear(x, M, copies[size_t(c)], y, st, opt); }, int(copies.size()),
               stream, 32, 7);
           const std::string shape_name =
-              cand.engine == Engine::tensor_cores
+              cand.engine != Engine::cuda_cores
                   ? fmt::format("row_blocks {}", cand.row_blocks)
                   : fmt::format("{} rows/warp {} k_splits {}", fp4_decode_name(cand.fp4_decode), cand.rows_per_warp,
                                 cand.k_splits);

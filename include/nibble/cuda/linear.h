@@ -26,7 +26,9 @@ enum class WeightKind { nvfp4, nvfp4_razer, mxfp4, fp4_g128, razer_fp4_g128, raz
 enum class Fp4Decode { automatic, bits, lut };
 // Which units multiply: CUDA cores (FP32 FMA, every format) or tensor cores (mma.sync on decoded
 // fp16 weights, FP32 accumulation; every format but razer-fp3-g128 and fp16, K a multiple of 64).
-enum class Engine { automatic, cuda_cores, tensor_cores };
+// tensor_stream: the tensor-core kernel fed by bulk asynchronous copies into a shared-memory ring
+// (sm_90; nvfp4 and nvfp4-razer, M <= 8, K a multiple of 64).
+enum class Engine { automatic, cuda_cores, tensor_cores, tensor_stream };
 
 // A weight on the device, in its kernel's layout. Owns its device memory; movable, not copyable.
 class DeviceWeight {
@@ -47,7 +49,9 @@ class DeviceWeight {
   void* qweight = nullptr;      // element codes, kernel layout
   void* scales = nullptr;       // per-group scales (native width), kernel layout
   void* aux = nullptr;          // second metadata plane (int4 zero points), or null
-  void* qweight_mma = nullptr;  // the codes again in the tensor-core tile layout (null: no such path)
+  // The codes again in the tensor-core tile layout (null: no such path); NVFP4 formats interleave
+  // their block scales with the codes there.
+  void* qweight_mma = nullptr;
   size_t qweight_bytes = 0, scales_bytes = 0, aux_bytes = 0, qweight_mma_bytes = 0;
   // A stack (upload_stacked): rows and global scale of each part, in order; empty for one weight.
   std::vector<int64_t> part_rows;
@@ -90,7 +94,7 @@ struct LinearOptions {
   // More splits mean more CTAs for a given N: the SM-count knob of the down projections.
   int k_splits = 0;
   Engine engine = Engine::automatic;
-  // Tensor cores: 16-row blocks per CTA (1, 2, 4: more blocks read X fewer times, but launch
+  // Tensor cores and tensor_stream: 16-row blocks per CTA (1, 2, 4: more blocks read X fewer times, but launch
   // fewer CTAs). 0: dispatcher / tuning table.
   int row_blocks = 0;
 };
@@ -103,6 +107,10 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaSt
 // silu pair take one output.
 void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
             const LinearOptions& opt = {});
+
+// Whether linear() can run w at M rows on Engine::tensor_stream with row_blocks 16-row blocks per
+// CTA: the format, M <= 8, K % 64 == 0, shared memory for X and the ring, and an sm_90 device.
+bool stream_kernel_fits(const DeviceWeight& w, int M, int row_blocks);
 
 // NF4 dequantization to fp16 [N, K] (paper 003): the branch-tree baseline and the shared-memory
 // lookup-table kernel. Bit-identical outputs. w must be an nf4 DeviceWeight.

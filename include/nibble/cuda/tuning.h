@@ -2,7 +2,7 @@
 // The GEMV tuning table: per (format, K, N, M) the launch choice measured fastest by
 // `nibble tune` on the current GPU. linear() consults it; without an entry it uses the built-in
 // heuristic. The table is JSON: [{"format", "K", "N", "M", "engine", "rows_per_warp", "fp4_decode",
-// "k_splits", "row_blocks"}, ...] with engine "cuda_cores" or "tensor_cores"; k_splits (1, 2, 4,
+// "k_splits", "row_blocks"}, ...] with engine "cuda_cores", "tensor_cores" or "tensor_stream"; k_splits (1, 2, 4,
 // 8) and row_blocks (1, 2, 4) may be absent (then 1 and the heuristic's).
 #include <cstdint>
 #include <string>
@@ -18,7 +18,7 @@ struct TunedChoice {
   Fp4Decode fp4_decode = Fp4Decode::bits;
   Engine engine = Engine::cuda_cores;
   int k_splits = 1;  // CUDA cores: warps per row group splitting K (see LinearOptions::k_splits)
-  int row_blocks = 1;  // tensor cores: 16-row blocks per CTA (see LinearOptions::row_blocks)
+  int row_blocks = 1;  // tensor cores and stream: 16-row blocks per CTA (see LinearOptions::row_blocks)
 };
 
 // True for the k_splits values the CUDA-core kernel supports: 1, 2, 4, 8.
@@ -35,7 +35,8 @@ struct TuningEntry {
 
 // The table's entry for this case, else the heuristic (exact M match; else the heuristic).
 TunedChoice tuned_choice(std::string_view format, int64_t K, int64_t N, int M);
-// The heuristic alone: tensor cores for M >= 2 where there is a tile layout; on CUDA cores 2 rows
+// The heuristic alone: tensor cores for M >= 2 where there is a tile layout (never the stream
+// kernel: faster alone, slower inside a model, docs/kernels.md); on CUDA cores 2 rows
 // per warp and the fewest K splits that launch ~2 CTAs per SM and leave each split at most 8192
 // elements of a row, never a split shorter than one full step (2048 elements).
 TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M);

@@ -151,7 +151,8 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name) {
   }
   w.qweight = to_device(*qp), w.qweight_bytes = qp->size();
   if (spec->kind != WeightKind::razer_fp3_g128 && spec->kind != WeightKind::fp16 && t.cols % 64 == 0) {
-    const std::vector<uint8_t> tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols);
+    const bool scales16 = spec->kind == WeightKind::nvfp4 || spec->kind == WeightKind::nvfp4_razer;
+    const std::vector<uint8_t> tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols, scales16 ? sp : nullptr);
     w.qweight_mma = to_device(tiles), w.qweight_mma_bytes = tiles.size();
   }
   w.scales = to_device(*sp), w.scales_bytes = sp->size();

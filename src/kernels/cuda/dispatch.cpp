@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "gemm_wgmma.cuh"
 #include "gemv_args.h"
 #include "nibble/cuda/check.h"
 #include "nibble/cuda/linear.h"
@@ -44,6 +45,14 @@ detail::MmaLauncher pick_mma_launcher(WeightKind k) {
   }
 }
 
+detail::MmaLauncher pick_stream_launcher(WeightKind k) {
+  switch (k) {
+    case WeightKind::nvfp4: return detail::launch_stream_nvfp4;
+    case WeightKind::nvfp4_razer: return detail::launch_stream_nvfp4_razer;
+    default: return nullptr;
+  }
+}
+
 constexpr float kFp4BitsFactorHost = 16384.0f;  // decode.cuh's kFp4BitsFactor (2^14)
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -58,6 +67,11 @@ void fill_sv_table(GemvArgs& a) {
   }
 }
 }  // namespace detail
+
+bool stream_kernel_fits(const DeviceWeight& w, int M, int row_blocks) {
+  return w.qweight_mma && pick_stream_launcher(w.kind) && valid_row_blocks(row_blocks) &&
+         detail::stream_fits(M, int(w.K), row_blocks) && wg::supported();
+}
 
 void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaStream_t stream,
             const LinearOptions& opt) {
@@ -82,8 +96,8 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
     throw Error(fmt::format("linear '{}': row_blocks = {} (allowed: 0, 1, 2, 4)", w.format, opt.row_blocks));
 
   TunedChoice choice = tuned_choice(w.format, w.K, w.N, M);
-  if (choice.engine == Engine::tensor_cores && opt.engine == Engine::cuda_cores) {
-    // the entry tuned the tensor-core kernel: take the CUDA-core launch shape from the heuristic
+  if (choice.engine != Engine::cuda_cores && opt.engine == Engine::cuda_cores) {
+    // the entry tuned a tensor-core kernel: take the CUDA-core launch shape from the heuristic
     const TunedChoice h = default_choice(w.format, w.K, w.N, M);
     choice.rows_per_warp = h.rows_per_warp, choice.k_splits = h.k_splits;
   }
@@ -92,6 +106,13 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
   if (opt.row_blocks) choice.row_blocks = opt.row_blocks;
   if (opt.fp4_decode != Fp4Decode::automatic) choice.fp4_decode = opt.fp4_decode;
   if (opt.engine != Engine::automatic) choice.engine = opt.engine;
+  if (choice.engine == Engine::tensor_stream && !stream_kernel_fits(w, M, choice.row_blocks)) {
+    if (opt.engine == Engine::tensor_stream)
+      throw Error(fmt::format("linear '{}': no stream kernel for this format / M = {} / K = {} on this device (needs "
+                              "nvfp4 or nvfp4-razer, M <= 8, K % 64 == 0, X in shared memory, sm_90)",
+                              w.format, M, w.K));
+    choice.engine = Engine::tensor_cores;  // a table entry that does not fit this device or M
+  }
   const detail::MmaLauncher mma = w.qweight_mma ? pick_mma_launcher(w.kind) : nullptr;
   if (choice.engine == Engine::tensor_cores && !mma) {
     if (opt.engine == Engine::tensor_cores)
@@ -120,7 +141,10 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
   a.k_splits = choice.k_splits;
   a.mma_row_blocks = choice.row_blocks;
   detail::fill_sv_table(a);
-  if (choice.engine == Engine::tensor_cores) {
+  if (choice.engine == Engine::tensor_stream) {
+    a.q = static_cast<const uint8_t*>(w.qweight_mma);
+    pick_stream_launcher(w.kind)(a, stream);
+  } else if (choice.engine == Engine::tensor_cores) {
     a.q = static_cast<const uint8_t*>(w.qweight_mma);
     mma(a, stream);
   } else {

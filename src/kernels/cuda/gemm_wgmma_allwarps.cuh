@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
   if (issuer) {
     for (int s = 0; s < C::STAGES; ++s) mbar_init(full + s, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    tc::fence_mbar_init();
   }
   __syncthreads();
 

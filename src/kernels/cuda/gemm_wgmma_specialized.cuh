@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       mbar_init(ready + b, kDequantThreads);
       mbar_init(bh_empty + b, kConsumerWarps);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    tc::fence_mbar_init();
   }
   __syncthreads();  // the only CTA-wide barrier: mbarriers and the policy's tables are set up
 

@@ -22,7 +22,7 @@ struct GemvArgs {
   // indices may be used in kernels (a dynamic index copies the whole argument block to local memory).
   uint32_t sv_h2[2] = {0, 0};
   int k_splits = 1;                 // CUDA-core kernel: warps of a CTA that share rows, splitting K
-  int mma_row_blocks = 1;           // tensor-core kernel: 16-row blocks per CTA (1, 2, 4)
+  int mma_row_blocks = 1;           // tensor-core and stream kernels: 16-row blocks per CTA (1, 2, 4)
   // Stacked weights (q/k/v or gate/up in one launch, DeviceWeight::parts): rows [0, n0) go to y
   // ([M, n0]) times out_scale, rows [n0, n0 + n1) to y1 ([M, n1]) times out_scale1, the rest to y2
   // times out_scale2. n0 = 0: one weight, every row to y ([M, N]).
@@ -99,5 +99,11 @@ void launch_mma_fp4_g128(const GemvArgs&, cudaStream_t);
 void launch_mma_razer_fp4_g128(const GemvArgs&, cudaStream_t);
 void launch_mma_int4_g128(const GemvArgs&, cudaStream_t);
 void launch_mma_nf4(const GemvArgs&, cudaStream_t);
+
+// Streaming tensor-core GEMV (sm_90, M <= 8; gemv_stream.cuh) over the same layout.
+void launch_stream_nvfp4(const GemvArgs&, cudaStream_t);
+void launch_stream_nvfp4_razer(const GemvArgs&, cudaStream_t);
+// Whether the stream kernel takes M rows of K (shared memory, K) with this many row blocks.
+bool stream_fits(int M, int K, int row_blocks);
 
 }  // namespace nibble::cuda::detail

@@ -11,6 +11,7 @@
 // k offset 2 (p >> 1 & 1) + (p >> 2); so decode pair p (nibbles p, p + 4) is A register a_p.
 // The mma's k slots {2t, 2t+1, 2t+8, 2t+9} stand for k = 16j + 4t + {0, 1, 2, 3}, so each lane's
 // B fragment is one 8-byte load of X. Each tile lies inside one scale group (groups >= 16).
+// NVFP4 formats (kScaledH) follow each chunk's 512 bytes with its 64 scale bytes (kMmaChunkBytes).
 //
 // CTA: RB 16-row blocks (a.mma_row_blocks); its 8 warps take interleaved steps of U chunks of K,
 // each chunk for all RB blocks, so one B fragment of X serves RB blocks (X is read N / 16 / RB
@@ -41,6 +42,19 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Bytes per block and chunk in the tile layout: the scaled (NVFP4) policies' chunks carry the
+// block's 16 rows x 4 scale bytes after the 512 code bytes (repack_mma_tiles), the others read
+// their row-major metadata plane.
+template <class F>
+constexpr int kMmaChunkBytes = F::kScaledH ? 512 + 64 : 512;
+
+// One row pair's metadata of a chunk from the tile layout's scale bytes (row g at g * 4; row g + 8
+// eight words on): meta[row g / g + 8][first / second half of the chunk].
+template <class F>
+__device__ __forceinline__ void tile_meta(uint32_t s0, uint32_t s1, typename F::Meta (&meta)[2][2]) {
+  meta[0][0].s = s0 & 0xFFFFu, meta[0][1].s = s0 >> 16, meta[1][0].s = s1 & 0xFFFFu, meta[1][1].s = s1 >> 16;
+}
+
 // Shared memory of one CTA for the final reduction.
 constexpr size_t mma_red_bytes(int row_blocks, int nt) { return size_t(kWarps) * row_blocks * nt * 4 * 32 * sizeof(float); }
 
@@ -50,6 +64,83 @@ constexpr size_t mma_red_bytes(int row_blocks, int nt) { return size_t(kWarps) *
 // one CTA per SM, a quarter of the warps); four blocks and two tiles, 1 CTA (no spills).
 template <int NT, int RB>
 constexpr int mma_min_ctas = RB == 1 ? 3 : NT == 2 && RB == 4 ? 1 : 2;
+
+// After each of the W warps of a CTA wrote its accumulators to red ([W][RB * NT * 4][32]: value
+// (block, token tile, register) of each lane) and a barrier: the warps add them up and store the
+// outputs of the CTA's row blocks blk0 ...
+template <class F, int NT, int RB, int W>
+__device__ __forceinline__ void mma_store_sums(const GemvArgs& a, const float* red, int warp, int lane, int blk0) {
+  constexpr int kVals = RB * NT * 4;
+  const int g = lane >> 2, t = lane & 3;
+  for (int v = warp; v < kVals; v += W) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) s += red[(w * kVals + v) * 32 + lane];
+    const int b = v / (NT * 4), n = v / 4 % NT, i = v % 4;
+    const int token = n * 8 + 2 * t + (i & 1), row = (blk0 + b) * 16 + g + (i < 2 ? 0 : 8);
+    if (a.silu_pairs) {  // the pair's up row (g + 1) sits 4 lanes over
+      const float su = __shfl_xor_sync(0xFFFFFFFFu, s, 4);
+      if ((g & 1) == 0 && token < a.M && row < a.N) store_silu_pair(a, token, row, s, su, F::kOutFactor);
+    } else if (token < a.M && row < a.N) {
+      store_y(a, token, row, s, F::kOutFactor);
+    }
+  }
+}
+
+// One 64-element chunk of each of the RB row blocks: every 16-wide tile decoded into A fragments
+// and multiplied with X's B fragments (xfrag(n, j): token tile n, tile j). wq[b]: this lane's 16
+// bytes of block b; meta[b][row g / g + 8][first / second half of the chunk]. kTilesPerGroup: tiles
+// of one scale group (unscaled policies sum a group in d, then scale it into acc).
+template <class F, int NT, int RB, int kTilesPerGroup, class XFrag>
+__device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[RB],
+                                          const typename F::Meta (&meta)[RB][2][2], XFrag xfrag, const __half* lut,
+                                          float (&acc)[RB][NT][4], float (&acc2)[RB][NT][4]) {
+  uint32_t S[RB][2][4];  // scaled policies: the chunk's block scales per block and row, as fp16 pairs
+  if constexpr (F::kScaledH)
+#pragma unroll
+    for (int b = 0; b < RB; ++b)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) F::chunk_scales_h(meta[b][r][0], meta[b][r][1], S[b][r]);
+  float d[RB][NT][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int hh = j >> 1, grp = F::kGroupK == 16 ? (j & 1) : 0;
+    if (!F::kScaledH && j % kTilesPerGroup == 0)
+#pragma unroll
+      for (int b = 0; b < RB; ++b)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) d[b][n][0] = d[b][n][1] = d[b][n][2] = d[b][n][3] = 0.0f;
+    uint2 xb[NT];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) xb[n] = xfrag(n, j);
+#pragma unroll
+    for (int b = 0; b < RB; ++b) {
+      const uint4& q = wq[b];
+      const uint32_t w = j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
+      uint32_t A[4];
+      if constexpr (F::kScaledH)
+        F::decode_h(w, meta[b][0][hh], meta[b][1][hh], grp, S[b][0][j], S[b][1][j], a, A);
+      else
+        F::decode_h(w, meta[b][0][hh], meta[b][1][hh], grp, a, lut, A);
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+        mma_16816(!F::kScaledH ? d[b][n] : (j & 1) ? acc2[b][n] : acc[b][n], A, xb[n].x, xb[n].y);
+    }
+    if (!F::kScaledH && j % kTilesPerGroup == kTilesPerGroup - 1) {  // the group's FP32 sum times its scale
+#pragma unroll
+      for (int b = 0; b < RB; ++b) {
+        const float s0 = F::scale(meta[b][0][hh], grp, a), s1 = F::scale(meta[b][1][hh], grp, a);
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          acc[b][n][0] = fmaf(d[b][n][0], s0, acc[b][n][0]);
+          acc[b][n][1] = fmaf(d[b][n][1], s0, acc[b][n][1]);
+          acc[b][n][2] = fmaf(d[b][n][2], s1, acc[b][n][2]);
+          acc[b][n][3] = fmaf(d[b][n][3], s1, acc[b][n][3]);
+        }
+      }
+    }
+  }
+}
 
 // F: a GEMV policy with kChunkK == 32 that also has decode_h (four fp16 pairs of one word; with
 // kScaledH, already times the group scales it is given), kScaledH, and kLutHalf (entries of an
@@ -74,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
   const uint8_t* srow1[RB];
 #pragma unroll
   for (int b = 0; b < RB; ++b) {  // blocks past the last read the last one and store nothing
-    qblk[b] = a.q + size_t(min(blk0 + b, nblocks - 1)) * nchunks * 512 + lane * 16;
+    qblk[b] = a.q + size_t(min(blk0 + b, nblocks - 1)) * nchunks * kMmaChunkBytes<F> + lane * 16;
     const int r0 = (blk0 + b) * 16 + g;
     srow0[b] = a.scales + size_t(min(r0, a.N - 1)) * F::s_row_bytes(a.K);
     srow1[b] = a.scales + size_t(min(r0 + 8, a.N - 1)) * F::s_row_bytes(a.K);
@@ -109,11 +200,16 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
       const int c = min(c0 + kWarps * u, nchunks - 1);  // a clamped duplicate is loaded, never used
 #pragma unroll
       for (int b = 0; b < RB; ++b) {
-        st.wq[u][b] = load_stream(qblk[b] + size_t(c) * 512);
-        st.meta[u][b][0][0] = F::load_meta(srow0[b], a, 2 * c);
-        st.meta[u][b][0][1] = F::load_meta(srow0[b], a, 2 * c + 1);
-        st.meta[u][b][1][0] = F::load_meta(srow1[b], a, 2 * c);
-        st.meta[u][b][1][1] = F::load_meta(srow1[b], a, 2 * c + 1);
+        st.wq[u][b] = load_stream(qblk[b] + size_t(c) * kMmaChunkBytes<F>);
+        if constexpr (F::kScaledH) {
+          const uint32_t* sc = reinterpret_cast<const uint32_t*>(qblk[b] - lane * 16 + size_t(c) * kMmaChunkBytes<F> + 512);
+          tile_meta<F>(__ldg(sc + g), __ldg(sc + g + 8), st.meta[u][b]);
+        } else {
+          st.meta[u][b][0][0] = F::load_meta(srow0[b], a, 2 * c);
+          st.meta[u][b][0][1] = F::load_meta(srow0[b], a, 2 * c + 1);
+          st.meta[u][b][1][0] = F::load_meta(srow1[b], a, 2 * c);
+          st.meta[u][b][1][1] = F::load_meta(srow1[b], a, 2 * c + 1);
+        }
       }
     }
   };
@@ -122,52 +218,12 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
     for (int u = 0; u < U; ++u) {
       const int c = c0 + kWarps * u;
       if (c >= nchunks) break;
-      uint32_t S[RB][2][4];  // scaled policies: the chunk's block scales per block and row, as fp16 pairs
-      if constexpr (F::kScaledH)
-#pragma unroll
-        for (int b = 0; b < RB; ++b)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) F::chunk_scales_h(st.meta[u][b][r][0], st.meta[u][b][r][1], S[b][r]);
-      float d[RB][NT][4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int hh = j >> 1, grp = F::kGroupK == 16 ? (j & 1) : 0;
-        if (!F::kScaledH && j % kTilesPerGroup == 0)
-#pragma unroll
-          for (int b = 0; b < RB; ++b)
-#pragma unroll
-            for (int n = 0; n < NT; ++n) d[b][n][0] = d[b][n][1] = d[b][n][2] = d[b][n][3] = 0.0f;
-        uint2 xb[NT];
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-          xb[n] = !xon[n] ? make_uint2(0u, 0u) : kSmemX ? xrow[n][16 * c + 4 * j] : __ldg(xrow[n] + 16 * c + 4 * j);
-#pragma unroll
-        for (int b = 0; b < RB; ++b) {
-          const uint4& q = st.wq[u][b];
-          const uint32_t w = j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
-          uint32_t A[4];
-          if constexpr (F::kScaledH)
-            F::decode_h(w, st.meta[u][b][0][hh], st.meta[u][b][1][hh], grp, S[b][0][j], S[b][1][j], a, A);
-          else
-            F::decode_h(w, st.meta[u][b][0][hh], st.meta[u][b][1][hh], grp, a, lut, A);
-#pragma unroll
-          for (int n = 0; n < NT; ++n)
-            mma_16816(!F::kScaledH ? d[b][n] : (j & 1) ? acc2[b][n] : acc[b][n], A, xb[n].x, xb[n].y);
-        }
-        if (!F::kScaledH && j % kTilesPerGroup == kTilesPerGroup - 1) {  // the group's FP32 sum times its scale
-#pragma unroll
-          for (int b = 0; b < RB; ++b) {
-            const float s0 = F::scale(st.meta[u][b][0][hh], grp, a), s1 = F::scale(st.meta[u][b][1][hh], grp, a);
-#pragma unroll
-            for (int n = 0; n < NT; ++n) {
-              acc[b][n][0] = fmaf(d[b][n][0], s0, acc[b][n][0]);
-              acc[b][n][1] = fmaf(d[b][n][1], s0, acc[b][n][1]);
-              acc[b][n][2] = fmaf(d[b][n][2], s1, acc[b][n][2]);
-              acc[b][n][3] = fmaf(d[b][n][3], s1, acc[b][n][3]);
-            }
-          }
-        }
-      }
+      mma_chunk<F, NT, RB, kTilesPerGroup>(
+          a, st.wq[u], st.meta[u],
+          [&](int n, int j) {
+            return !xon[n] ? make_uint2(0u, 0u) : kSmemX ? xrow[n][16 * c + 4 * j] : __ldg(xrow[n] + 16 * c + 4 * j);
+          },
+          lut, acc, acc2);
     }
   };
   constexpr int kStep = kWarps * U;
@@ -192,19 +248,7 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
       for (int i = 0; i < 4; ++i)
         red[(warp * kVals + (b * NT + n) * 4 + i) * 32 + lane] = acc[b][n][i] + acc2[b][n][i];
   __syncthreads();
-  for (int v = warp; v < kVals; v += kWarps) {  // value v = (block, token tile, register)
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) s += red[(w * kVals + v) * 32 + lane];
-    const int b = v / (NT * 4), n = v / 4 % NT, i = v % 4;
-    const int token = n * 8 + 2 * t + (i & 1), row = (blk0 + b) * 16 + g + (i < 2 ? 0 : 8);
-    if (a.silu_pairs) {  // the pair's up row (g + 1) sits 4 lanes over
-      const float su = __shfl_xor_sync(0xFFFFFFFFu, s, 4);
-      if ((g & 1) == 0 && token < a.M && row < a.N) store_silu_pair(a, token, row, s, su, F::kOutFactor);
-    } else if (token < a.M && row < a.N) {
-      store_y(a, token, row, s, F::kOutFactor);
-    }
-  }
+  mma_store_sums<F, NT, RB, kWarps>(a, red, warp, lane, blk0);
 }
 
 template <class F, int NT, int RB>

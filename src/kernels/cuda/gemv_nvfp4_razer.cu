@@ -2,6 +2,7 @@
 // shared-memory table decoder (four tables, one per special value).
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
+#include "gemv_stream.cuh"
 #include "nvfp4_policy.cuh"
 
 namespace nibble::cuda::detail {
@@ -9,5 +10,8 @@ namespace nibble::cuda::detail {
 void launch_nvfp4_razer_bits(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nvfp4Bits<true>>(a, r, s); }
 void launch_nvfp4_razer_lut(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nvfp4Lut<true>>(a, r, s); }
 void launch_mma_nvfp4_razer(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Nvfp4Bits<true>>(a, s); }
+void launch_stream_nvfp4_razer(const GemvArgs& a, cudaStream_t s) {
+  launch_gemv_stream<Nvfp4Bits<true>>(a, s);
+}
 
 }  // namespace nibble::cuda::detail

@@ -47,9 +47,11 @@ std::vector<uint8_t> repack_fp3_planes(const std::vector<uint8_t>& q) {
   return out;
 }
 
-std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, int64_t K) {
+std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, int64_t K,
+                                      const std::vector<uint8_t>* scales16) {
   const int64_t blocks = (N + 15) / 16, chunks = K / 64, row_bytes = K / 2;
-  std::vector<uint8_t> out(size_t(blocks * chunks * 512), 0);
+  const int64_t chunk_bytes = scales16 ? kMmaScaledChunkBytes : 512;
+  std::vector<uint8_t> out(size_t(blocks * chunks * chunk_bytes), 0);
   auto code = [&](int64_t row, int64_t k) -> uint32_t {
     if (row >= N) return 0;
     return (q[size_t(row * row_bytes + k / 2)] >> (4 * (k & 1))) & 15u;
@@ -65,9 +67,15 @@ std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, 
             const int64_t k = c * 64 + 16 * j + 4 * t + 2 * ((p >> 1) & 1) + (p >> 2);
             word |= code(row, k) << (4 * p);
           }
-          std::memcpy(out.data() + size_t(((b * chunks + c) * 32 + lane) * 16 + 4 * j), &word, 4);
+          std::memcpy(out.data() + size_t((b * chunks + c) * chunk_bytes + lane * 16 + 4 * j), &word, 4);
         }
       }
+  if (scales16)  // each chunk's four scale bytes of the block's rows after its codes (rows past N: 0)
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t c = 0; c < chunks; ++c)
+        for (int64_t r = 0; r < 16 && b * 16 + r < N; ++r)
+          std::memcpy(out.data() + size_t((b * chunks + c) * chunk_bytes + 512 + 4 * r),
+                      scales16->data() + size_t((b * 16 + r) * (K / 16) + 4 * c), 4);
   return out;
 }
 

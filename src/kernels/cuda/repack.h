@@ -19,7 +19,12 @@ int fp3_plane_bit(int e);
 
 // Row-major 4-bit codes [N][K/2 bytes] -> the tensor-core tile layout of gemv_mma.cuh:
 // [ceil(N/16)][K/64][32 lanes][4 words]; rows past N are zero codes. K must be a multiple of 64.
-std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, int64_t K);
+// scales16 (NVFP4 formats: one byte per 16 elements, row-major [N][K/16]): each chunk's 512 code
+// bytes are followed by the block's 16 rows x 4 scale bytes of that chunk (kMmaScaledChunkBytes a
+// chunk), so a block is one contiguous stream of codes and scales.
+constexpr int64_t kMmaScaledChunkBytes = 512 + 64;
+std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, int64_t K,
+                                      const std::vector<uint8_t>* scales16 = nullptr);
 
 // int4-g128: FP16 scales [N][G] and 4-bit zero points [N][ceil(G/2)] -> one 32-bit word per group,
 // fp16 scale in the low half and fp16 (1024 + z) in the high half.
