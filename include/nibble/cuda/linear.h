@@ -27,7 +27,8 @@ enum class Fp4Decode { automatic, bits, lut };
 // Which units multiply: CUDA cores (FP32 FMA, every format) or tensor cores (mma.sync on decoded
 // fp16 weights, FP32 accumulation; every format but razer-fp3-g128 and fp16, K a multiple of 64).
 // tensor_stream: the tensor-core kernel fed by bulk asynchronous copies into a shared-memory ring
-// (sm_90; nvfp4 and nvfp4-razer, M <= 8, K a multiple of 64).
+// (sm_90; nvfp4 and nvfp4-razer, M <= 8, K a multiple of 64); only on request: automatic never
+// picks it (faster alone, slower inside a decode step, docs/kernels.md).
 enum class Engine { automatic, cuda_cores, tensor_cores, tensor_stream };
 
 // A weight on the device, in its kernel's layout. Owns its device memory; movable, not copyable.

@@ -6,6 +6,8 @@
 // into a ring of shared-memory stages with bulk asynchronous copies (TMA, completing on mbarriers)
 // while eight consumer warps decode and multiply, so every CTA keeps its ring's worth of loads in
 // flight whatever the consumers are doing.
+// Opt-in (Engine::tensor_stream): alone it is the fastest NVFP4 GEMV up to 4 rows, inside a decode
+// step it measured slower than the kernels the dispatcher picks (docs/perf/gemv-stream-2026-11-23.md).
 //
 // Data: the tile layout of gemv_mma.cuh with the NVFP4 scales interleaved (per 16-row block and
 // 64-element chunk, 512 code bytes, 16 per lane, then the block's 16 rows x 4 scale bytes; a
