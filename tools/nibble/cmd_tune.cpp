@@ -45,8 +45,8 @@ std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
 // SM-count tuning: the splits set how many CTAs share the SMs), bit decoder; the shared-memory
 // FP4 table never won a sweep (docs/kernels.md) and is left to `nibble bench kernels`. Tensor
 // cores: row blocks per CTA (not the stream kernel: it wins alone and loses inside a model,
-// docs/kernels.md, so a table must not pick it from isolated timings). From M = 2 on, where the tensor cores win, only the
-// heuristic's CUDA-core shape is timed against them.
+// docs/kernels.md, so a table must not pick it from isolated timings). From M = 2 on, where the
+// tensor cores win, only the heuristic's CUDA-core shape is timed against them.
 std::vector<TunedChoice> candidates_for(const std::string& f, int64_t K, int64_t N, int M, bool has_tc) {
   std::vector<TunedChoice> out;
   if (has_tc)

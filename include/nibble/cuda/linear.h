@@ -95,8 +95,8 @@ struct LinearOptions {
   // More splits mean more CTAs for a given N: the SM-count knob of the down projections.
   int k_splits = 0;
   Engine engine = Engine::automatic;
-  // Tensor cores and tensor_stream: 16-row blocks per CTA (1, 2, 4: more blocks read X fewer times, but launch
-  // fewer CTAs). 0: dispatcher / tuning table.
+  // Tensor cores and tensor_stream: 16-row blocks per CTA (1, 2, 4: more blocks read X fewer
+  // times, but launch fewer CTAs). 0: dispatcher / tuning table.
   int row_blocks = 0;
 };
 

@@ -2,8 +2,8 @@
 // The GEMV tuning table: per (format, K, N, M) the launch choice measured fastest by
 // `nibble tune` on the current GPU. linear() consults it; without an entry it uses the built-in
 // heuristic. The table is JSON: [{"format", "K", "N", "M", "engine", "rows_per_warp", "fp4_decode",
-// "k_splits", "row_blocks"}, ...] with engine "cuda_cores", "tensor_cores" or "tensor_stream"; k_splits (1, 2, 4,
-// 8) and row_blocks (1, 2, 4) may be absent (then 1 and the heuristic's).
+// "k_splits", "row_blocks"}, ...] with engine "cuda_cores", "tensor_cores" or "tensor_stream";
+// k_splits (1, 2, 4, 8) and row_blocks (1, 2, 4) may be absent (then 1 and the heuristic's).
 #include <cstdint>
 #include <string>
 #include <string_view>

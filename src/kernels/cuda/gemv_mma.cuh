@@ -30,6 +30,7 @@
 #include "decode.cuh"
 #include "gemv.cuh"
 #include "gemv_args.h"
+#include "repack.h"
 
 namespace nibble::cuda::detail {
 
@@ -46,7 +47,7 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 // block's 16 rows x 4 scale bytes after the 512 code bytes (repack_mma_tiles), the others read
 // their row-major metadata plane.
 template <class F>
-constexpr int kMmaChunkBytes = F::kScaledH ? 512 + 64 : 512;
+constexpr int kMmaChunkBytes = F::kScaledH ? int(kMmaScaledChunkBytes) : 512;
 
 // One row pair's metadata of a chunk from the tile layout's scale bytes (row g at g * 4; row g + 8
 // eight words on): meta[row g / g + 8][first / second half of the chunk].
@@ -202,7 +203,8 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
       for (int b = 0; b < RB; ++b) {
         st.wq[u][b] = load_stream(qblk[b] + size_t(c) * kMmaChunkBytes<F>);
         if constexpr (F::kScaledH) {
-          const uint32_t* sc = reinterpret_cast<const uint32_t*>(qblk[b] - lane * 16 + size_t(c) * kMmaChunkBytes<F> + 512);
+          const uint8_t* chunk = qblk[b] - lane * 16 + size_t(c) * kMmaChunkBytes<F>;
+          const uint32_t* sc = reinterpret_cast<const uint32_t*>(chunk + 512);
           tile_meta<F>(__ldg(sc + g), __ldg(sc + g + 8), st.meta[u][b]);
         } else {
           st.meta[u][b][0][0] = F::load_meta(srow0[b], a, 2 * c);

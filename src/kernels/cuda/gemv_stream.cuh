@@ -26,7 +26,7 @@ namespace nibble::cuda::detail {
 constexpr int kStreamConsumers = 8;  // consumer warps
 constexpr int kStreamThreads = 32 * (kStreamConsumers + 1);
 constexpr int kStreamSmemLimit = 232448 - 1024;  // sm_90's opt-in limit less the static barriers
-constexpr int kStreamChunkBytes = 512 + 64;     // a block's chunk: codes, then its rows' scales
+constexpr int kStreamChunkBytes = int(kMmaScaledChunkBytes);  // a block's chunk: codes, then its rows' scales
 // Chunks per consumer warp and stage: 4 measured best against 1 and 2 (H100, nvfp4 at M = 1 and 4,
 // the four Llama-3.1-8B shapes, docs/perf/gemv-stream-2026-11-23.md): a stage's hand-off costs the
 // same however much it carries.

@@ -39,25 +39,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
         : "memory");
 }
 
-// The same as a spin on test_wait, for waits much shorter than a suspended warp's wake-up; kHint:
-// try_wait without the time hint (the system's own limit).
-template <int kMode>
-__device__ __forceinline__ void mbar_wait_mode(uint64_t* bar, uint32_t parity) {
-  if constexpr (kMode == 0) {
-    mbar_wait(bar, parity);
-  } else {
-    uint32_t done = 0;
-    while (!done) {
-      if constexpr (kMode == 1)
-        asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
-      else
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
-    }
-  }
-}
-
 // bytes (a multiple of 16; both addresses 16-byte aligned) from global to shared memory, completing
 // on bar.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {

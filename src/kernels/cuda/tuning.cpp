@@ -40,8 +40,9 @@ std::vector<TuningEntry> parse_table(const std::string& path) {
       if (eng == "cuda_cores") t.choice.engine = Engine::cuda_cores;
       else if (eng == "tensor_cores") t.choice.engine = Engine::tensor_cores;
       else if (eng == "tensor_stream") t.choice.engine = Engine::tensor_stream;
-      else throw Error(fmt::format("tuning table '{}': entry {} field engine '{}' (cuda_cores, tensor_cores or tensor_stream)",
-                                  path, i, eng));
+      else
+        throw Error(fmt::format(
+            "tuning table '{}': entry {} field engine '{}' (cuda_cores, tensor_cores or tensor_stream)", path, i, eng));
       if (t.choice.rows_per_warp != 2 && t.choice.rows_per_warp != 4)
         throw Error(fmt::format("tuning table '{}': entry {} field rows_per_warp must be 2 or 4", path, i));
       if (e.contains("k_splits")) t.choice.k_splits = e["k_splits"].get<int>();
