@@ -1,9 +1,11 @@
 #pragma once
 // Deliberately simple CPU references for the GEMM tests: float64 dot products and a brute-force
 // E4M3 encoder (nearest of all finite codes, ties to the even code).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "nibble/half.h"
@@ -67,6 +69,47 @@ inline std::vector<uint16_t> random_halves(size_t n, std::mt19937_64& g, float s
   std::vector<uint16_t> v(n);
   for (auto& h : v) h = float_to_half(d(g));
   return v;
+}
+
+// Per-row activation scales for W4A4-style epilogues: 2^[-3, 3] times [1, 2).
+inline std::vector<float> random_row_scales(int M, std::mt19937_64& g) {
+  std::vector<float> rs(static_cast<size_t>(M));
+  for (auto& s : rs) s = std::ldexp(1.0f + float(g() % 1024) / 1024.0f, int(g() % 7) - 3);
+  return rs;
+}
+
+// Outputs of two kernels that accumulate the same products in FP32 in different orders, each
+// rounded to fp16 once, that differ by more than that allows; `first` names the first.
+inline int count_order_mismatch(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, const RefResult& ref,
+                                std::string* first) {
+  int bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double va = half_to_float(a[i]), vb = half_to_float(b[i]);
+    const double tol = std::ldexp(std::max(std::fabs(va), std::fabs(vb)), -10) + 1e-5 * ref.abs_sum[i] + 1e-7;
+    if (!(std::fabs(va - vb) <= tol) && bad++ == 0 && first)
+      *first = "index " + std::to_string(i) + ": " + std::to_string(va) + " against " + std::to_string(vb);
+  }
+  return bad;
+}
+
+// Test names from format names ("nvfp4-razer" -> nvfp4_razer), for INSTANTIATE_TEST_SUITE_P.
+struct FormatName {
+  template <class Info>
+  std::string operator()(const Info& info) const {
+    std::string s = info.param;
+    for (auto& c : s) c = c == '-' ? '_' : c;
+    return s;
+  }
+};
+
+// Random FP16 weights [N, K] that NestedFP can split (normal, sd 0.05), with edge cases mixed in:
+// zeros of both signs, subnormals, the largest eligible magnitudes.
+inline std::vector<float> nested_eligible_weights(int N, int K, std::mt19937_64& g) {
+  const uint16_t edges[] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x3F7F, 0xBF7F, 0x3C40, 0x2E41, 0x0400};
+  std::normal_distribution<float> d(0.0f, 0.05f);
+  std::vector<float> w(size_t(N) * K);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = i % 89 < 9 ? half_to_float(edges[i % 89]) : half_to_float(float_to_half(d(g)));
+  return w;
 }
 
 }  // namespace nibble::cuda::test

@@ -81,11 +81,7 @@ TEST_P(GemmW4A16, DequantizeFp16IsTheRoundedRegistryValue) {
 INSTANTIATE_TEST_SUITE_P(GemmFormats, GemmW4A16,
                          ::testing::Values("nvfp4", "nvfp4-razer", "fp4-g128", "razer-fp4-g128", "int4-g128", "mxfp4",
                                            "nf4"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (auto& c : s) c = c == '-' ? '_' : c;
-                           return s;
-                         });
+                         FormatName());
 
 TEST(GemmW4A16Errors, RejectsUnsupportedFormatsAndShapes) {
   const PackedTensor fp3 = random_packed("razer-fp3-g128", 16, 128, 1);

@@ -118,11 +118,7 @@ TEST_P(W4A4Act, GemmMatchesFloat64OnBothDequantizedOperands) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ActFormats, W4A4Act, ::testing::Values("nvfp4", "nvfp4-razer-act"), [](const auto& info) {
-  std::string s = info.param;
-  for (auto& c : s) c = c == '-' ? '_' : c;
-  return s;
-});
+INSTANTIATE_TEST_SUITE_P(ActFormats, W4A4Act, ::testing::Values("nvfp4", "nvfp4-razer-act"), FormatName());
 
 TEST(W4A4Errors, RejectsOtherActivationFormatsAndShapes) {
   GpuBuffer<uint16_t> x(64), xq(64);

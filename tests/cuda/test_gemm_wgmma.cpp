@@ -40,10 +40,7 @@ struct Weight {
 // Random eligible FP16 weights for NestedFP with edge cases mixed in (zeros of both signs,
 // subnormals, the largest eligible magnitudes).
 Weight nested_weight(int N, int K, std::mt19937_64& g) {
-  const uint16_t edges[] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x3F7F, 0xBF7F, 0x3C40, 0x2E41, 0x0400};
-  std::normal_distribution<float> d(0.0f, 0.05f);
-  std::vector<float> w(size_t(N) * K);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = i % 89 < 9 ? half_to_float(edges[i % 89]) : half_to_float(float_to_half(d(g)));
+  const std::vector<float> w = nested_eligible_weights(N, K, g);
   const PackedTensor t = quantize("nestedfp", w.data(), N, K);
   std::vector<float> rebuilt(w.size());
   for (size_t i = 0; i < w.size(); ++i) rebuilt[i] = half_to_float(nestedfp::reconstruct(t.qweight[i], t.aux[i]));
@@ -60,7 +57,7 @@ void run_wgmma(const Weight& w, const uint16_t* x, int M, uint16_t* y, GemmWorks
                const float* row_scale) {
   if (w.format == "nestedfp") {
     wg::nestedfp16(x, M, static_cast<const uint8_t*>(w.dw.codes), static_cast<const uint8_t*>(w.dw.meta), w.N, w.K, y,
-                   ws, split, nullptr, block_m);
+                   ws, split, nullptr);  // its tile height follows M: no block_m
   } else {
     wg::w4a16(x, M, static_cast<const uint32_t*>(w.dw.codes), static_cast<const uint32_t*>(w.dw.meta), w.dw.block,
               tc::w4_decode(w.format), w.N, w.K, w.dw.global_scale, y, ws, split, nullptr, row_scale, block_m);
@@ -75,19 +72,6 @@ void run_mma_sync(const Weight& w, const uint16_t* x, int M, uint16_t* y, GemmWo
     tc::w4a16(x, M, static_cast<const uint32_t*>(w.dw.codes), static_cast<const uint32_t*>(w.dw.meta), w.dw.block,
               tc::w4_decode(w.format), w.N, w.K, w.dw.global_scale, y, ws, 1, nullptr, row_scale);
   }
-}
-
-// Two FP32 accumulations of the same products in different orders, each rounded to fp16 once.
-int count_order_mismatch(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, const RefResult& ref,
-                         std::string* first) {
-  int bad = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double va = half_to_float(a[i]), vb = half_to_float(b[i]);
-    const double tol = std::ldexp(std::max(std::fabs(va), std::fabs(vb)), -10) + 1e-5 * ref.abs_sum[i] + 1e-7;
-    if (!(std::fabs(va - vb) <= tol) && bad++ == 0 && first)
-      *first = "index " + std::to_string(i) + ": wgmma " + std::to_string(va) + ", mma.sync " + std::to_string(vb);
-  }
-  return bad;
 }
 
 class GemmWgmma : public ::testing::TestWithParam<const char*> {
@@ -117,9 +101,7 @@ TEST_P(GemmWgmma, MatchesFloat64AndTheMmaSyncKernel) {
       SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K) + " M " + std::to_string(M));
       const std::vector<uint16_t> xh = random_halves(size_t(M) * K, g, 1.0f);
       const bool scaled = format != "nestedfp" && M % 2 == 1;
-      std::vector<float> rs(size_t(M), 1.0f);
-      if (scaled)
-        for (auto& s : rs) s = std::ldexp(1.0f + float(g() % 1024) / 1024.0f, int(g() % 7) - 3);
+      const std::vector<float> rs = scaled ? random_row_scales(M, g) : std::vector<float>(size_t(M), 1.0f);
       GpuBuffer<uint16_t> x(xh), y(size_t(M) * N), y_ref(size_t(M) * N);
       GpuBuffer<float> row_scale(rs);
       const float* rsp = scaled ? row_scale.get() : nullptr;
@@ -129,7 +111,8 @@ TEST_P(GemmWgmma, MatchesFloat64AndTheMmaSyncKernel) {
       y_ref.poison();
       run_mma_sync(w, x.get(), M, y_ref.get(), ws, rsp);
       const std::vector<uint16_t> mma = y_ref.host();
-      for (int block_m : {128, 256})
+      const std::vector<int> block_ms = format == "nestedfp" ? std::vector<int>{0} : std::vector<int>{128, 256};
+      for (int block_m : block_ms)
         for (int split : {0, 1, 3}) {
           SCOPED_TRACE("block_m " + std::to_string(block_m) + " split " + std::to_string(split));
           y.poison();
@@ -146,11 +129,7 @@ TEST_P(GemmWgmma, MatchesFloat64AndTheMmaSyncKernel) {
 INSTANTIATE_TEST_SUITE_P(GemmWgmmaFormats, GemmWgmma,
                          ::testing::Values("nestedfp", "nvfp4", "nvfp4-razer", "fp4-g128", "razer-fp4-g128", "int4-g128",
                                            "mxfp4", "nf4"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (auto& c : s) c = c == '-' ? '_' : c;
-                           return s;
-                         });
+                         FormatName());
 
 // Zero activations give exact zeros (no stale shared memory or accumulators leak in), and rows
 // past M are never written.
@@ -159,18 +138,54 @@ TEST(GemmWgmmaEdges, ZeroActivationsAndRowsPastM) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 g(seed);
-  const int N = 128, K = 256, M = 70;
-  const Weight w = make_weight("nvfp4", N, K, seed, g);
+  const int N = 128, K = 256;
   GemmWorkspace ws;
-  GpuBuffer<uint16_t> x(std::vector<uint16_t>(size_t(M) * K, 0)), y(size_t(M + 2) * N);
-  for (int block_m : {128, 256}) {
-    y.poison();
-    run_wgmma(w, x.get(), M, y.get(), ws, 1, block_m, nullptr);
-    const std::vector<uint16_t> out = y.host();
-    for (size_t i = 0; i < out.size(); ++i) {
-      const bool past_m = i >= size_t(M) * N;
-      ASSERT_EQ(out[i] & 0x7FFF, past_m ? 0x7FFF : 0) << "index " << i << " block_m " << block_m;
+  for (const char* format : {"nvfp4", "nestedfp"}) {
+    const Weight w = make_weight(format, N, K, seed, g);
+    for (int M : {40, 70, 200}) {  // the nestedfp kernel's 64-, 128- and 256-token tiles
+      GpuBuffer<uint16_t> x(std::vector<uint16_t>(size_t(M) * K, 0)), y(size_t(M + 2) * N);
+      for (int block_m : {128, 256}) {
+        y.poison();
+        run_wgmma(w, x.get(), M, y.get(), ws, 1, block_m, nullptr);
+        const std::vector<uint16_t> out = y.host();
+        for (size_t i = 0; i < out.size(); ++i) {
+          const bool past_m = i >= size_t(M) * N;
+          ASSERT_EQ(out[i] & 0x7FFF, past_m ? 0x7FFF : 0)
+              << format << " M " << M << " index " << i << " block_m " << block_m;
+        }
+      }
     }
+  }
+}
+
+// NestedFP16 rebuilds the weights exactly: X = identity gives W^T bit for bit (one product per
+// output), for every token-tile height.
+TEST(GemmWgmmaEdges, NestedIdentityGivesTheWeightBits) {
+  if (!wg::supported()) GTEST_SKIP() << "wgmma needs an sm_90 GPU";
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  GemmWorkspace ws;
+  for (auto [N, K] : {std::pair{136, 64}, std::pair{264, 128}, std::pair{128, 1024}}) {  // M = K: 64, 128, 1024 rows
+    SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K));
+    const std::vector<float> w = nested_eligible_weights(N, K, g);
+    const PackedTensor t = quantize("nestedfp", w.data(), N, K);
+    GpuBuffer<uint8_t> up(t.qweight), lo(t.aux);
+    std::vector<uint16_t> eye(size_t(K) * K, 0);
+    for (int i = 0; i < K; ++i) eye[size_t(i) * K + i] = 0x3C00;
+    GpuBuffer<uint16_t> x(eye), y(size_t(K) * N);
+    y.poison();
+    wg::nestedfp16(x.get(), K, up.get(), lo.get(), N, K, y.get(), ws, 1, nullptr);
+    const std::vector<uint16_t> got = y.host();
+    int bad = 0;
+    for (int m = 0; m < K; ++m)
+      for (int n = 0; n < N; ++n) {
+        const uint16_t want = nestedfp::reconstruct(t.qweight[size_t(n) * K + m], t.aux[size_t(n) * K + m]);
+        const uint16_t have = got[size_t(m) * N + n];
+        // -0 * 1 + 0 * ... sums to +0 in fp32: zeros compare by value
+        bad += want != have && !((want & 0x7FFF) == 0 && (have & 0x7FFF) == 0);
+      }
+    EXPECT_EQ(bad, 0) << "outputs that are not the weight's bits";
   }
 }
 
@@ -184,7 +199,8 @@ TEST(GemmWgmmaEdges, RejectsUnsupportedShapes) {
   EXPECT_THROW(wg::w4a16(nullptr, 4, nullptr, nullptr, 48, tc::W4Decode::fp4, 128, 192, 1.0f, nullptr, ws, 0, nullptr),
                Error);
   EXPECT_THROW(wg::nestedfp16(nullptr, 4, nullptr, nullptr, 12, 128, nullptr, ws, 0, nullptr), Error);
-  EXPECT_THROW(wg::nestedfp16(nullptr, 4, nullptr, nullptr, 128, 64, nullptr, ws, 0, nullptr, 64), Error);
+  EXPECT_THROW(wg::nestedfp16(nullptr, 4, nullptr, nullptr, 128, 32, nullptr, ws, 0, nullptr), Error);
+  EXPECT_THROW(wg::nestedfp16(nullptr, 0, nullptr, nullptr, 128, 128, nullptr, ws, 0, nullptr), Error);
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ bool supported();
 void w4a16(const uint16_t* x, int M, const uint32_t* codes, const uint32_t* meta, int group, tc::W4Decode decode,
            int N, int K, float alpha, uint16_t* y, GemmWorkspace& ws, int split_k, cudaStream_t stream,
            const float* row_scale = nullptr, int block_m = 0);
+// The weights as wgmma's register A operand; 64, 128 or 256 rows of Y per CTA by M.
 void nestedfp16(const uint16_t* x, int M, const uint8_t* upper, const uint8_t* lower, int N, int K, uint16_t* y,
-                GemmWorkspace& ws, int split_k, cudaStream_t stream, int block_m = 0);
+                GemmWorkspace& ws, int split_k, cudaStream_t stream);
 
 }  // namespace nibble::cuda::wg

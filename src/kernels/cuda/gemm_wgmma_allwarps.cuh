@@ -14,7 +14,7 @@ namespace nibble::cuda::wg {
 
 template <int BM_, int STAGES_, class BOp>
 struct AllWarpsCfg {
-  static constexpr int BM = BM_, STAGES = STAGES_, THREADS = kDequantThreads;
+  static constexpr int BM = BM_, STAGES = STAGES_, THREADS = kDequantThreads, BN = kBN;
   static constexpr int MT = BM / 128;  // m64 slices per warpgroup
   static constexpr int A_BYTES = BM * kRowBytes, BH_BYTES = kBN * kRowBytes;
   // + 1024: the dynamic buffer is aligned up to 1024 bytes in the kernel

@@ -20,14 +20,16 @@ namespace nibble::cuda::wg {
 // A 2-D TMA descriptor over a row-major [outer, inner] array of elem_bytes-byte elements (1, 2 or 4),
 // rows row_bytes apart, boxes of box_inner x box_outer elements, 128-byte swizzled when swizzle.
 // Throws nibble::Error naming `what` when the driver rejects it.
+// swizzle64: a 64-byte swizzle instead (16-byte chunk c of a 64-byte row r at c ^ (r / 2 % 4)).
 CUtensorMap tensor_map_2d(const void* base, int elem_bytes, uint64_t inner, uint64_t outer, uint64_t row_bytes,
-                          uint32_t box_inner, uint32_t box_outer, bool swizzle, const char* what);
+                          uint32_t box_inner, uint32_t box_outer, bool swizzle, const char* what,
+                          bool swizzle64 = false);
 
 template <class C, class BOp, auto kernel>
 void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorkspace& ws, int split_k,
                 cudaStream_t stream) {
   const int k_tiles = int(p.a_row_bytes / kRowBytes);
-  const int tiles = ((p.M + C::BM - 1) / C::BM) * ((p.N + kBN - 1) / kBN);
+  const int tiles = ((p.M + C::BM - 1) / C::BM) * ((p.N + C::BN - 1) / C::BN);
   int splits = split_k;
   if (splits <= 0) {  // about one wave of CTAs, keeping at least 8 k-tiles per split
     splits = std::max(1, std::min({(tc::sm_count() + tiles / 2) / tiles, k_tiles / 8, 16}));
@@ -47,7 +49,7 @@ void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorksp
     return true;
   }();
   (void)raised;
-  dim3 grid((p.M + C::BM - 1) / C::BM, (p.N + kBN - 1) / kBN, splits);
+  dim3 grid((p.M + C::BM - 1) / C::BM, (p.N + C::BN - 1) / C::BN, splits);
   const CUtensorMap map_a = tensor_map_2d(p.a, 2, uint64_t(p.a_row_bytes / 2), uint64_t(p.M), uint64_t(p.a_row_bytes),
                                           kBK, C::BM, true, "activations");
   kernel<<<grid, C::THREADS, smem, stream>>>(g, map_a, bp, e);

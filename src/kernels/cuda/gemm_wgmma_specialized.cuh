@@ -32,7 +32,7 @@ constexpr int kProducerRegs = 88, kConsumerRegs = 168;  // per thread after setm
 // (ncu: the producers stalled on that wait, the consumers on the tile it delayed).
 template <int BM_, class BOp>
 struct SpecializedCfg {
-  static constexpr int BM = BM_, THREADS = 512;
+  static constexpr int BM = BM_, BN = kBN, THREADS = 512;
   static constexpr int MT = BM / 128;  // m64 slices per consumer warpgroup
   static constexpr int A_BYTES = BM * kRowBytes, BH_BYTES = kBN * kRowBytes, BS = 3;
   static constexpr int RAW = BOp::kRawBytes;
