@@ -1,7 +1,7 @@
 #pragma once
 // Host side of the wgmma GEMMs: tile height by M (128 rows: the all-warps loop, 256: the
-// warp-specialized one), split-K by the SM count (one CTA per SM: a CTA holds 150-227 KB of shared
-// memory), the TMA descriptors, the split-K reduction, error checks.
+// warp-specialized one), split-K up to one CTA per SM, the TMA descriptors, the split-K reduction,
+// error checks.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -31,8 +31,9 @@ void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorksp
   const int k_tiles = int(p.a_row_bytes / kRowBytes);
   const int tiles = ((p.M + C::BM - 1) / C::BM) * ((p.N + C::BN - 1) / C::BN);
   int splits = split_k;
-  if (splits <= 0) {  // about one wave of CTAs, keeping at least 8 k-tiles per split
-    splits = std::max(1, std::min({(tc::sm_count() + tiles / 2) / tiles, k_tiles / 8, 16}));
+  if (splits <= 0) {  // at most one CTA per SM, at least 8 k-tiles per split: CTAs past the SM count
+    // cost a whole tile time again (measured in docs/perf/gemm-notes.md, "split-K")
+    splits = std::max(1, std::min({tc::sm_count() / tiles, k_tiles / 8, 16}));
   }
   splits = std::clamp(splits, 1, k_tiles);
   const int per = (k_tiles + splits - 1) / splits;
