@@ -22,16 +22,6 @@ using namespace nibble;
 using namespace nibble::cuda;
 using namespace nibble::cuda::test;
 
-// Random eligible FP16 weights with the edge cases mixed in: zeros of both signs, subnormals,
-// the largest eligible magnitudes and values whose upper byte rounds up.
-std::vector<float> nested_weights(size_t n, std::mt19937_64& g) {
-  const uint16_t edges[] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x3F7F, 0xBF7F, 0x3C40, 0x3BFF, 0x2E41, 0x0400};
-  std::normal_distribution<float> d(0.0f, 0.05f);
-  std::vector<float> w(n);
-  for (size_t i = 0; i < n; ++i) w[i] = i % 97 < 10 ? half_to_float(edges[i % 97]) : half_to_float(float_to_half(d(g)));
-  return w;
-}
-
 PackedTensor planes(std::string_view format, const std::vector<float>& w, int N, int K) {
   return quantize(format, w.data(), N, K);
 }
@@ -41,7 +31,7 @@ TEST(GemmNestedFp16, IdentityActivationsReturnTheExactWeights) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 g(seed);
   const int N = 264, K = 192;  // X = I_K: Y = W^T, one nonzero term per output, so exact
-  const std::vector<float> w = nested_weights(size_t(N) * K, g);
+  const std::vector<float> w = nested_eligible_weights(N, K, g);
   GemmWeight dw = upload_gemm(planes("nestedfp", w, N, K));
   std::vector<uint16_t> eye(size_t(K) * K, 0);
   for (int k = 0; k < K; ++k) eye[size_t(k) * K + k] = 0x3C00;
@@ -65,7 +55,7 @@ TEST(GemmNestedFp16, MatchesCublasAndFloat64OnTheReconstructedWeights) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 g(seed);
   const int N = 392, K = 640;
-  const std::vector<float> w = nested_weights(size_t(N) * K, g);
+  const std::vector<float> w = nested_eligible_weights(N, K, g);
   const PackedTensor t = planes("nestedfp", w, N, K);
   std::vector<uint16_t> rebuilt(t.qweight.size());
   for (size_t i = 0; i < rebuilt.size(); ++i) rebuilt[i] = nestedfp::reconstruct(t.qweight[i], t.aux[i]);
@@ -162,7 +152,7 @@ TEST(GemmNestedFp8, GemmOnANestedfp8WeightEqualsItsTwoStages) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 g(seed);
   const int M = 33, N = 128, K = 256;
-  const std::vector<float> w = nested_weights(size_t(N) * K, g);
+  const std::vector<float> w = nested_eligible_weights(N, K, g);
   const PackedTensor t = planes("nestedfp8", w, N, K);
   GemmWeight dw = upload_gemm(t);
   const std::vector<uint16_t> xh = random_halves(size_t(M) * K, g, 2.0f);
@@ -191,7 +181,7 @@ TEST(GemmNestedFp8, GemmRoutesManyRowsToCublasLt) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 g(seed);
   const int M = 200, N = 256, K = 512;
-  const PackedTensor t = planes("nestedfp8", nested_weights(size_t(N) * K, g), N, K);
+  const PackedTensor t = planes("nestedfp8", nested_eligible_weights(N, K, g), N, K);
   GemmWeight dw = upload_gemm(t);
   GpuBuffer<uint16_t> x(random_halves(size_t(M) * K, g, 2.0f)), y(size_t(M) * N), y2(size_t(M) * N);
   GemmWorkspace ws;

@@ -228,13 +228,9 @@ TEST(GemmNestedFp8Lt, RowScaledGemmMatchesFloat64) {
               worst[1], worst[2]);
 }
 
-// A nestedfp8 weight with the edge values of the format: zeros, subnormals, the largest eligible
-// magnitudes, upper bytes that round up.
+// A NestedFP weight (either mode) with the format's edge values mixed in.
 PackedTensor nested_weight(std::string_view format, int N, int K, std::mt19937_64& g) {
-  const uint16_t edges[] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x3F7F, 0xBF7F, 0x3C40, 0x3BFF, 0x2E41, 0x0400};
-  std::normal_distribution<float> d(0.0f, 0.05f);
-  std::vector<float> w(size_t(N) * K);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = i % 89 < 10 ? half_to_float(edges[i % 89]) : d(g);
+  const std::vector<float> w = nested_eligible_weights(N, K, g);
   return quantize(format, w.data(), N, K);
 }
 

@@ -103,12 +103,14 @@ struct FormatName {
 };
 
 // Random FP16 weights [N, K] that NestedFP can split (normal, sd 0.05), with edge cases mixed in:
-// zeros of both signs, subnormals, the largest eligible magnitudes.
+// zeros of both signs, subnormals, the largest eligible magnitudes, upper bytes that round up.
 inline std::vector<float> nested_eligible_weights(int N, int K, std::mt19937_64& g) {
-  const uint16_t edges[] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x3F7F, 0xBF7F, 0x3C40, 0x2E41, 0x0400};
+  const uint16_t edges[] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x3F7F, 0xBF7F, 0x3C40, 0x3BFF, 0x2E41, 0x0400};
+  constexpr size_t kEdges = sizeof(edges) / sizeof(edges[0]);
   std::normal_distribution<float> d(0.0f, 0.05f);
   std::vector<float> w(size_t(N) * K);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = i % 89 < 9 ? half_to_float(edges[i % 89]) : half_to_float(float_to_half(d(g)));
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = i % 89 < kEdges ? half_to_float(edges[i % 89]) : half_to_float(float_to_half(d(g)));
   return w;
 }
 

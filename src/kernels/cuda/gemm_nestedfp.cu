@@ -9,6 +9,7 @@
 
 #include "gemm_kernels.cuh"
 #include "gemm_launch.cuh"
+#include "nestedfp_rebuild.cuh"
 #include "nibble/error.h"
 
 namespace nibble::cuda {
@@ -44,23 +45,12 @@ struct NestedF16 {
     }
   }
 
-  // Four weights: upper bytes u, lower bytes l -> two fp16 pairs. Per byte:
-  // hi6 = ((U - (L >> 7)) >> 1) & 0x3F, w = ((U & 0x80) | hi6) << 8 | L. Setting bit 7 of every
-  // byte before the subtraction keeps borrows inside the byte; bits 6..1 are unaffected.
-  __device__ __forceinline__ static void rebuild(uint32_t u, uint32_t l, uint32_t& h01, uint32_t& h23) {
-    const uint32_t m7 = (l >> 7) & 0x01010101u;
-    const uint32_t hi6 = (((u | 0x80808080u) - m7) >> 1) & 0x3F3F3F3Fu;
-    const uint32_t top = (u & 0x80808080u) | hi6;
-    h01 = __byte_perm(l, top, 0x5140);
-    h23 = __byte_perm(l, top, 0x7362);
-  }
-
   template <class T>
   __device__ __forceinline__ static void fragment(const uint8_t* Bs, const Params&, int row, int t, int ks,
                                                   uint32_t (&b)[2]) {
     const uint32_t u = *reinterpret_cast<const uint32_t*>(Bs + row * kStride + ks * 16 + 4 * t);
     const uint32_t l = *reinterpret_cast<const uint32_t*>(Bs + (T::BN + row) * kStride + ks * 16 + 4 * t);
-    rebuild(u, l, b[0], b[1]);
+    nestedfp_rebuild(u, l, b[0], b[1]);
   }
 };
 

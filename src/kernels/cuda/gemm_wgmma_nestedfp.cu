@@ -13,6 +13,7 @@
 
 #include "gemm_wgmma.cuh"
 #include "gemm_wgmma_launch.cuh"
+#include "nestedfp_rebuild.cuh"
 #include "nibble/error.h"
 
 namespace nibble::cuda::wg {
@@ -99,16 +100,6 @@ __device__ __forceinline__ uint32_t u16_at(const uint8_t* plane, int r, int k) {
   return *reinterpret_cast<const uint16_t*>(plane + r * 64 + ((((k >> 4) ^ (r >> 1)) & 3) << 4) + (k & 15));
 }
 
-// Four weights from upper bytes u and lower bytes l, per byte (FORMATS.md):
-// hi6 = ((U - (L >> 7)) >> 1) & 0x3F, w = ((U & 0x80) | hi6) << 8 | L. Bit 7 of every byte is set
-// before the subtraction so that borrows stay inside the byte (bits 6..1 are unaffected).
-__device__ __forceinline__ void rebuild(uint32_t u, uint32_t l, uint32_t& h01, uint32_t& h23) {
-  const uint32_t hi6 = (((u | 0x80808080u) - ((l >> 7) & 0x01010101u)) >> 1) & 0x3F3F3F3Fu;
-  const uint32_t top = (u & 0x80808080u) | hi6;
-  h01 = __byte_perm(l, top, 0x5140);
-  h23 = __byte_perm(l, top, 0x7362);
-}
-
 // Where a thread's A fragments come from: the planes of each ring slot, and its row in the CTA.
 struct PlaneRing {
   const uint8_t* stages;
@@ -131,7 +122,7 @@ __device__ __forceinline__ void fragments(const PlaneRing& r, int kt, uint32_t (
       const int k = 16 * s + 8 * hh + t2;
       const uint32_t u = u16_at(up, r.rl, k) | u16_at(up, r.rl + 8, k) << 16;
       const uint32_t l = u16_at(lo, r.rl, k) | u16_at(lo, r.rl + 8, k) << 16;
-      rebuild(u, l, a[s][2 * hh], a[s][2 * hh + 1]);
+      nestedfp_rebuild(u, l, a[s][2 * hh], a[s][2 * hh + 1]);
     }
 }
 #endif
