@@ -168,9 +168,9 @@ __global__ void __launch_bounds__(kThreads, 1) nested_kernel(tc::MainArgs g, con
   fragments(planes, 0, a0);
 
   // Tile kt runs from cur while tile kt + 1's fragments are rebuilt in nxt.
+  // (fragments(kt) already waited for tile kt's slot: its planes and activations share the barrier)
   auto step = [&](int kt, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
     const int slot = kt % kStages;
-    mbar_wait(full + slot, (kt / kStages) & 1);
     keep_regs(cur);
     wgmma_fence();
 #pragma unroll
