@@ -46,34 +46,55 @@ std::vector<uint16_t> random_x(int M, int64_t K, std::mt19937_64& g) {
   return x;
 }
 
-// float64 X · W^T and sum |x w| per output, [M, N].
+// The CUDA-core GEMV of these formats sums products in fp16 (gemv.cuh, chunk_dot_h) over runs of
+// this many consecutive elements: per run, one sum of the elements with k % 8 < 4 and one of the
+// rest, in order of k. 0: FP32 sums.
+int half_run(const std::string& format) {
+  if (format.rfind("nvfp4", 0) == 0) return 16;
+  return format == "mxfp4" || format == "int4-g128" || format == "fp4-g128" || format == "razer-fp4-g128" ? 32 : 0;
+}
+
+// float64 X · W^T and sum |x w| per output, [M, N]; with half_run > 0 also the bound on the fp16
+// sums' rounding: each add rounds the running sum S_j by at most 2^-11 |S_j|, so sum over the runs
+// of 2^-11 * sum_j |S_j| (a little more for the error already in S_j).
 struct Reference {
-  std::vector<double> y, mag;
+  std::vector<double> y, mag, half_err;
 };
-Reference reference(const std::vector<uint16_t>& x, const std::vector<float>& w, int M, int64_t N, int64_t K) {
-  Reference r{std::vector<double>(size_t(M * N)), std::vector<double>(size_t(M * N))};
+Reference reference(const std::vector<uint16_t>& x, const std::vector<float>& w, int M, int64_t N, int64_t K,
+                    int half_run) {
+  const size_t n_out = size_t(M * N);
+  Reference r{std::vector<double>(n_out), std::vector<double>(n_out), std::vector<double>(n_out)};
   for (int m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
-      double ref = 0, mag = 0;
+      double ref = 0, mag = 0, err = 0, run[2] = {0, 0};
       for (int64_t k = 0; k < K; ++k) {
         const double p = double(half_to_float(x[size_t(m * K + k)])) * double(w[size_t(n * K + k)]);
         ref += p;
         mag += std::fabs(p);
+        if (half_run > 0) {
+          if (k % half_run == 0) run[0] = run[1] = 0;
+          double& s = run[k % 8 >= 4];
+          s += p;
+          err += std::fabs(s);
+        }
       }
-      r.y[size_t(m * N + n)] = ref, r.mag[size_t(m * N + n)] = mag;
+      const size_t i = size_t(m * N + n);
+      r.y[i] = ref, r.mag[i] = mag, r.half_err[i] = 1.01 * 0x1p-11 * err;
     }
   return r;
 }
 
 // Checks y (fp16, [M, N]) against the reference: every element written and finite, each within
 // fp16 rounding of the output plus a small multiple of the sum's natural rounding scale, plus
-// weight_rel * sum |x w| where the kernel rounds each weight by up to that relative amount.
-void expect_close(const std::vector<uint16_t>& y, const Reference& r, const std::string& what, double weight_rel) {
+// weight_rel * sum |x w| where the kernel rounds each weight by up to that relative amount, plus
+// the fp16 sums' bound where the kernel may sum in fp16 (half_sums).
+void expect_close(const std::vector<uint16_t>& y, const Reference& r, const std::string& what, double weight_rel,
+                  bool half_sums = false) {
   int bad = 0;
   for (size_t i = 0; i < r.y.size(); ++i) {
     const double ref = r.y[i];
     const float got = half_to_float(y[i]);
-    const double tol = 1.0e-3 * std::fabs(ref) + (2.0e-6 + weight_rel) * r.mag[i] + 1e-7;
+    const double tol = 1.0e-3 * std::fabs(ref) + (2.0e-6 + weight_rel) * r.mag[i] + 1e-7 + (half_sums ? r.half_err[i] : 0.0);
     if (!std::isfinite(got) || std::fabs(double(got) - ref) > tol) {
       if (++bad <= 5)
         ADD_FAILURE() << what << ": y[" << i << "] = " << got << ", reference " << ref << " (tolerance " << tol << ")";
@@ -147,7 +168,7 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
   variants.push_back({"dispatcher's choice", LinearOptions{}});
   for (int M = 1; M <= 16; ++M) {
     const std::vector<uint16_t> x = random_x(M, c.K, g);
-    const Reference ref = reference(x, wq, M, c.N, c.K);
+    const Reference ref = reference(x, wq, M, c.N, c.K, half_run(c.format));
     GpuBuffer<uint16_t> dx(x), dy(size_t(M * c.N));
     if (!has_tc) {
       EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, tc), Error);
@@ -173,10 +194,12 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
       // the tensor-core NF4 path (forced, or the dispatcher's pick) multiplies fp16-rounded levels
       // (relative error <= 2^-11)
       const bool nf4_tc = c.format == "nf4" && opt.engine != Engine::cuda_cores;
+      // fp16 sums: the CUDA-core bit decoders (forced, or maybe the dispatcher's pick)
+      const bool half_sums = opt.engine != Engine::tensor_cores && opt.fp4_decode != Fp4Decode::lut;
       expect_close(dy.host(), ref,
                    c.format + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " M=" +
                        std::to_string(M) + " " + name,
-                   nf4_tc ? 0x1p-11 : 0.0);
+                   nf4_tc ? 0x1p-11 : 0.0, half_sums);
     }
   }
 }
@@ -206,6 +229,28 @@ INSTANTIATE_TEST_SUITE_P(
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return n;
     });
+
+// The fp16 sums of the CUDA-core path (chunk_dot_h) stay finite at the top of fp16's range: every
+// weight decodes to its format's largest code (one negative per group gives INT4 its range) and X
+// is 60000 everywhere, so each run's sums are as large as the decoders' scaling allows.
+TEST(GemvHalfSums, StayFiniteForLargeActivations) {
+  for (const std::string format : {"nvfp4", "nvfp4-razer", "mxfp4", "int4-g128", "fp4-g128", "razer-fp4-g128"}) {
+    const int64_t N = 34, K = 512;
+    std::vector<float> w(size_t(N * K), 1e-4f);
+    for (size_t i = 0; i < w.size(); i += 128) w[i] = -1e-4f;
+    const PackedTensor t = quantize(format, w.data(), N, K);
+    const std::vector<float> wq = dequantize(t);
+    const DeviceWeight dw = upload(t, format);
+    const std::vector<uint16_t> x(size_t(K), float_to_half(60000.0f));
+    const Reference ref = reference(x, wq, 1, N, K, half_run(format));
+    GpuBuffer<uint16_t> dx(x), dy{size_t(N)};
+    LinearOptions o;
+    o.engine = Engine::cuda_cores;
+    dy.poison();
+    linear(dx.get(), 1, dw, dy.get(), nullptr, o);
+    expect_close(dy.host(), ref, format + " X = 60000", 0.0, true);
+  }
+}
 
 TEST(GemvErrors, BadArgumentsThrowNibbleError) {
   std::vector<float> w(64 * 128, 0.5f);

@@ -26,7 +26,6 @@ __device__ __forceinline__ float2 h2bits_to_float2(uint32_t h) {
 __device__ __forceinline__ uint32_t fp4x2_bits_h(uint32_t w, int p) {
   return (shl(w, 12 - 4 * p) & 0x80008000u) | (shl(w, 9 - 4 * p) & 0x0E000E00u);
 }
-__device__ __forceinline__ float2 fp4x2_bits(uint32_t w, int p) { return h2bits_to_float2(fp4x2_bits_h(w, p)); }
 
 // Special codes found on the code word itself, not per element: a flag word has bit 3 of every
 // flagged nibble set (SWAR, three operations for eight codes). pair_mask turns the flags of decode
@@ -56,6 +55,8 @@ __device__ __forceinline__ uint32_t select_h(uint32_t h, const NibbleFlags& fl, 
   return (h & ~m) | (sv2 & m);
 }
 constexpr float kFp4BitsFactor = 16384.0f;  // 2^14
+// 2^7, 2^8, 2^-7 in both halves of an fp16 pair
+constexpr uint32_t kFp16TwoPow7x2 = 0x58005800u, kFp16TwoPow8x2 = 0x5C005C00u, kFp16TwoPowMinus7x2 = 0x20002000u;
 
 // fp16 pair product on raw bits (IEEE, subnormals kept).
 __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
@@ -102,9 +103,6 @@ __device__ __forceinline__ uint32_t fp4x2_ems_h(uint32_t w, int p, const EmsFlag
   if (razer) h |= svh & pair_mask(fl.sv, p);
   return h;
 }
-__device__ __forceinline__ float2 fp4x2_ems(uint32_t w, int p, const EmsFlags& fl, uint32_t svh, bool razer) {
-  return h2bits_to_float2(fp4x2_ems_h(w, p, fl, svh, razer));
-}
 
 // FP3 E2M0 from three bit planes (sign, exponent bit 0, exponent bit 1) whose bit s holds one
 // element and bit s + 16 its partner: fp16 = S << 15 | E << 10 is value * 2^-14, -0 stays -0.0.
@@ -121,8 +119,12 @@ __device__ __forceinline__ uint32_t int4x2_minus_zero_h(uint32_t w, int p, __hal
   __half2 v = __hsub2(*reinterpret_cast<__half2*>(&h), zz);
   return *reinterpret_cast<uint32_t*>(&v);
 }
-__device__ __forceinline__ float2 int4x2_minus_zero(uint32_t w, int p, __half2 zz) {
-  return h2bits_to_float2(int4x2_minus_zero_h(w, p, zz));
+// The same times 2^-8 with one HFMA2 ((1024 + q) * 2^-8 = 4 + q / 256 is exact in fp16): nz is
+// -(1024 + z) * 2^-8 in both halves.
+__device__ __forceinline__ uint32_t int4x2_scaled_minus_zero_h(uint32_t w, int p, __half2 nz) {
+  uint32_t h = ((w >> (4 * p)) & 0x000F000Fu) | 0x64006400u;
+  __half2 v = __hfma2(*reinterpret_cast<__half2*>(&h), __float2half2_rn(0x1p-8f), nz);
+  return *reinterpret_cast<uint32_t*>(&v);
 }
 
 // E4M3 ("fn", positive here) block scale: its bits shifted into fp16 are value * 2^-8.

@@ -11,8 +11,12 @@
 //
 // A format policy F supplies: kChunkK (elements per lane chunk), kChunkBytes (a multiple of 16),
 // kGroupK, kLutSize (shared-memory table entries, 0 if none), kOutFactor (multiplied into the
-// sums once), q_row_bytes / s_row_bytes (K), Meta, load_meta, scale, decode8, lut_entry.
+// sums once), q_row_bytes / s_row_bytes (K), Meta, load_meta, scale, lut_entry, and one of two
+// decoders: decode8 (FP32 pairs, FP32 products) or decode8_h (fp16 pairs, packed fp16 products:
+// see chunk_dot_h).
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "decode.cuh"
 #include "gemv_args.h"
@@ -114,6 +118,82 @@ __device__ __forceinline__ void chunk_dot(const GemvArgs& a, const uint4 (&wq)[R
   }
 }
 
+// Whether F decodes to fp16 pairs for the packed-product path (it has decode8_h).
+template <class F, class = void>
+struct HalfDot : std::false_type {};
+template <class F>
+struct HalfDot<F, std::void_t<decltype(&F::decode8_h)>> : std::true_type {};
+
+// X's 8 halves re-paired like the decoders' pairs: pair p is (x_p, x_{p+4}).
+__device__ __forceinline__ void pair_x8(uint4 v, uint32_t (&x)[4]) {
+  x[0] = __byte_perm(v.x, v.z, 0x5410u), x[1] = __byte_perm(v.x, v.z, 0x7632u);
+  x[2] = __byte_perm(v.y, v.w, 0x5410u), x[3] = __byte_perm(v.y, v.w, 0x7632u);
+}
+
+// chunk_dot for decode8_h formats. The CUDA-core GEMV is issue-bound (ncu: ~6 instructions per
+// weight, most of them converting each decoded fp16 pair and each X pair to FP32 for two FP32
+// FMAs), so here each decoded pair meets its X pair in one packed fp16 FMA (HFMA2), and only a
+// scale group's fp16 sums (at most 16 products per half) go to FP32, once, before the scale.
+// The decoders scale their values so that no such sum can overflow for any fp16 X (NVFP4: value *
+// 2^-6, 8 products of at most 6 / 64 * 65504; MXFP4 and FP4-g128: * 2^-7, 16 products; INT4:
+// (q - z) * 2^-8, 16 products) while products with activations down to ~2^-8 stay normal fp16
+// numbers. The price is the fp16 rounding of those short sums: relative 2^-11 per add (the GEMV
+// tests' tolerance, tests/cuda/test_gemv.cpp).
+template <class F, int MT, int R, bool kSmemX>
+__device__ __forceinline__ void chunk_dot_h(const GemvArgs& a, const uint4 (&wq)[R][F::kChunkBytes / 16],
+                                            const typename F::Meta (&meta)[R], int c, const __half* xs,
+                                            float (&acc)[R][MT]) {
+  constexpr int E = F::kChunkK / 8;
+  constexpr int EG = (F::kGroupK < F::kChunkK ? F::kGroupK : F::kChunkK) / 8;
+  const __half* xc = (kSmemX ? xs : a.x) + size_t(c) * F::kChunkK;
+  __half2 part[R][MT];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    if (e % EG == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) part[r][m] = __float2half2_rn(0.0f);
+    }
+    uint32_t h[R][4];
+#pragma unroll
+    for (int r = 0; r < R; ++r) F::decode8_h(wq[r], e, meta[r], a, h[r]);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m < a.M) {
+        const uint4* xp = reinterpret_cast<const uint4*>(xc + size_t(m) * a.K + 8 * e);
+        uint32_t xh[4];
+        pair_x8(kSmemX ? *xp : __ldg(xp), xh);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int p = 0; p < 4; ++p)
+            part[r][m] = __hfma2(*reinterpret_cast<const __half2*>(&h[r][p]),
+                                 *reinterpret_cast<const __half2*>(&xh[p]), part[r][m]);
+      }
+    }
+    if (e % EG == EG - 1) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float s = F::scale(meta[r], e / EG, a);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          const float2 f = __half22float2(part[r][m]);
+          acc[r][m] = fmaf(f.x + f.y, s, acc[r][m]);
+        }
+      }
+    }
+  }
+}
+
+// What the kernel multiplies into its FP32 sums at the store: the half path's decoders may scale
+// differently from the tensor-core path's (INT4).
+template <class F>
+constexpr float out_factor() {
+  if constexpr (HalfDot<F>::value) return F::kHalfFactor;
+  else return F::kOutFactor;
+}
+
 // One lane's weight chunks of one loop step: U chunks (32 apart) of each of its R rows, and their
 // metadata. Chunks past the row end are clamped to the last one (loaded, never used).
 template <class F, int R, int U>
@@ -178,8 +258,11 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
   auto dot = [&](const ChunkSet<F, R, U>& cs, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (c0 + 32 * u < nch)
-        chunk_dot<F, MT, R, kSmemX>(a, cs.wq[u], cs.meta[u], c0 + 32 * u, lut, reinterpret_cast<const __half*>(xs), acc);
+      if (c0 + 32 * u < nch) {
+        const __half* xh = reinterpret_cast<const __half*>(xs);
+        if constexpr (HalfDot<F>::value) chunk_dot_h<F, MT, R, kSmemX>(a, cs.wq[u], cs.meta[u], c0 + 32 * u, xh, acc);
+        else chunk_dot<F, MT, R, kSmemX>(a, cs.wq[u], cs.meta[u], c0 + 32 * u, lut, xh, acc);
+      }
   };
   int c0 = lane + 32 * U * slot;
   if constexpr (kPrefetch) {
@@ -219,7 +302,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
     for (int r = 0; r < R; r += 2)
 #pragma unroll
       for (int m = 0; m < MT; ++m)
-        if (lane == (r * MT + m) % 32 && m < a.M) store_rows2(a, m, row0 + r, acc[r][m], acc[r + 1][m], F::kOutFactor);
+        if (lane == (r * MT + m) % 32 && m < a.M) store_rows2(a, m, row0 + r, acc[r][m], acc[r + 1][m], out_factor<F>());
     return;
   }
   __syncthreads();
@@ -228,7 +311,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
     const int r = 2 * (j / MT), m = j % MT;
     float v0 = 0.0f, v1 = 0.0f;
     for (int s = 0; s < ks; ++s) v0 += red[warp + s][r * MT + m], v1 += red[warp + s][(r + 1) * MT + m];
-    if (m < a.M) store_rows2(a, m, row0 + r, v0, v1, F::kOutFactor);
+    if (m < a.M) store_rows2(a, m, row0 + r, v0, v1, out_factor<F>());
   }
 }
 

@@ -10,7 +10,7 @@ namespace nibble::cuda::detail {
 template <bool kRazer>
 struct Fp4G128 {
   static constexpr int kChunkK = 32, kChunkBytes = 16, kGroupK = 128, kLutSize = 0;
-  static constexpr float kOutFactor = 1.0f;
+  static constexpr float kOutFactor = 1.0f, kHalfFactor = 128.0f;  // decode8_h: value * 2^-7
   static __device__ __forceinline__ size_t q_row_bytes(int K) { return size_t(K) / 2; }
   static __device__ __forceinline__ size_t s_row_bytes(int K) { return size_t(K) / 128 * 2; }
   struct Meta {
@@ -25,12 +25,12 @@ struct Fp4G128 {
     return {__half2float(__ushort_as_half(uint16_t(word & 0x3FFFu))), h | (h << 16)};
   }
   static __device__ __forceinline__ float scale(const Meta& m, int, const GemvArgs&) { return m.s; }
-  static __device__ __forceinline__ void decode8(const uint4 (&w)[1], int e, const Meta& m, const GemvArgs&,
-                                                 const float*, float2 (&d)[4]) {
+  static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const Meta& m, const GemvArgs&,
+                                                   uint32_t (&h)[4]) {
     const uint32_t x = word_of(w, e);
     const EmsFlags fl = ems_flags(x);
 #pragma unroll
-    for (int p = 0; p < 4; ++p) d[p] = fp4x2_ems(x, p, fl, m.svh, kRazer);
+    for (int p = 0; p < 4; ++p) h[p] = hmul2_bits(fp4x2_ems_h(x, p, fl, m.svh, kRazer), kFp16TwoPowMinus7x2);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   static constexpr int kLutHalf = 0;

@@ -8,7 +8,8 @@ namespace nibble::cuda::detail {
 
 struct Int4G128 {
   static constexpr int kChunkK = 32, kChunkBytes = 16, kGroupK = 128, kLutSize = 0;
-  static constexpr float kOutFactor = 1.0f;
+  // tensor cores: q - z; CUDA-core half path: (q - z) * 2^-8 (chunk_dot_h's range)
+  static constexpr float kOutFactor = 1.0f, kHalfFactor = 256.0f;
   static __device__ __forceinline__ size_t q_row_bytes(int K) { return size_t(K) / 2; }
   static __device__ __forceinline__ size_t s_row_bytes(int K) { return size_t(K) / 128 * 4; }
   struct Meta {
@@ -20,12 +21,13 @@ struct Int4G128 {
   static __device__ __forceinline__ float scale(const Meta& m, int, const GemvArgs&) {
     return __half2float(__ushort_as_half(uint16_t(m.sz & 0xFFFFu)));
   }
-  static __device__ __forceinline__ void decode8(const uint4 (&w)[1], int e, const Meta& m, const GemvArgs&,
-                                                 const float*, float2 (&d)[4]) {
+  static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const Meta& m, const GemvArgs&,
+                                                   uint32_t (&h)[4]) {
     const uint32_t x = word_of(w, e);
-    const __half2 zz = __half2half2(__ushort_as_half(uint16_t(m.sz >> 16)));
+    // -(1024 + z) * 2^-8 in both halves: (1024 + q) * 2^-8 plus it is (q - z) * 2^-8, exact
+    const __half2 nz = __hmul2(__half2half2(__ushort_as_half(uint16_t(m.sz >> 16))), __float2half2_rn(-0x1p-8f));
 #pragma unroll
-    for (int p = 0; p < 4; ++p) d[p] = int4x2_minus_zero(x, p, zz);
+    for (int p = 0; p < 4; ++p) h[p] = int4x2_scaled_minus_zero_h(x, p, nz);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   static constexpr int kLutHalf = 0;

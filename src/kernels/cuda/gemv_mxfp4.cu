@@ -6,7 +6,7 @@ namespace nibble::cuda::detail {
 
 struct Mxfp4 {
   static constexpr int kChunkK = 32, kChunkBytes = 16, kGroupK = 32, kLutSize = 0;
-  static constexpr float kOutFactor = kFp4BitsFactor;
+  static constexpr float kOutFactor = kFp4BitsFactor, kHalfFactor = 128.0f;  // decode8_h: value * 2^-7
   static __device__ __forceinline__ size_t q_row_bytes(int K) { return size_t(K) / 2; }
   static __device__ __forceinline__ size_t s_row_bytes(int K) { return size_t(K) / 32; }
   struct Meta {
@@ -16,11 +16,11 @@ struct Mxfp4 {
     return {e8m0_to_float(__ldg(srow + c))};
   }
   static __device__ __forceinline__ float scale(const Meta& m, int, const GemvArgs&) { return m.s; }
-  static __device__ __forceinline__ void decode8(const uint4 (&w)[1], int e, const Meta&, const GemvArgs&,
-                                                 const float*, float2 (&d)[4]) {
+  static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const Meta&, const GemvArgs&,
+                                                   uint32_t (&h)[4]) {
     const uint32_t x = word_of(w, e);
 #pragma unroll
-    for (int p = 0; p < 4; ++p) d[p] = fp4x2_bits(x, p);
+    for (int p = 0; p < 4; ++p) h[p] = hmul2_bits(fp4x2_bits_h(x, p), kFp16TwoPow7x2);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   static constexpr int kLutHalf = 0;

@@ -36,21 +36,21 @@ template <bool kRazer>
 struct Nvfp4Bits : Nvfp4Base<kRazer> {
   using B = Nvfp4Base<kRazer>;
   static constexpr int kLutSize = 0;
-  static constexpr float kOutFactor = kFp4BitsFactor;
+  static constexpr float kOutFactor = kFp4BitsFactor, kHalfFactor = 64.0f;  // decode8_h: value * 2^-6
   static __device__ __forceinline__ float scale(const typename B::Meta& m, int g, const GemvArgs&) {
     return B::block_scale(m, g);
   }
-  static __device__ __forceinline__ void decode8(const uint4 (&w)[1], int e, const typename B::Meta& m,
-                                                 const GemvArgs& a, const float*, float2 (&d)[4]) {
+  static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const typename B::Meta& m,
+                                                   const GemvArgs& a, uint32_t (&h)[4]) {
     const uint32_t x = word_of(w, e);
     uint32_t sv2 = 0;
     NibbleFlags fl{0, 0};
     if (kRazer) sv2 = B::block_sv_h2(m, e / 2, a), fl = make_flags(nibble_eq8(x));
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
-      uint32_t h = fp4x2_bits_h(x, p);
-      if (kRazer) h = select_h(h, fl, p, sv2);  // -0 codes -> the block's special value
-      d[p] = h2bits_to_float2(h);
+      uint32_t v = fp4x2_bits_h(x, p);
+      if (kRazer) v = select_h(v, fl, p, sv2);  // -0 codes -> the block's special value
+      h[p] = hmul2_bits(v, kFp16TwoPow8x2);
     }
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
