@@ -13,6 +13,11 @@
 #                                    kernels  nibble bench kernels (GEMV)
 #                                    gemm     nibble bench gemm (GEMM_NCU="FORMAT M": + one ncu profile)
 #                                    tune     nibble tune; later benches in the run use its table
+#                                    ab       same-call A/B against the build staged in $AB_OLD (.carry/old:
+#                                             `CARRY=.carry/old scripts/gpu.sh --stage` on the old commit):
+#                                             $AB_KERNELS (nibble bench kernels args) and $AB_E2E (nibble bench
+#                                             e2e args, the model from $E2E_ARCHS' first arch) run old, new, old,
+#                                             new; $OUT/ab.md joins them (scripts/ab_compare.py)
 #                                    e2e      nibble init-random for $E2E_ARCHS (llama-3.1-8b qwen3-8b) into
 #                                             $E2E_DIR (/tmp/nibble-random; kept if already there), then
 #                                             nibble bench e2e on .carry/house (if carried) and on them
@@ -139,8 +144,31 @@ part_e2e() {
     --time-limit "$(left)" --json "$OUT/e2e.json" --md "$OUT/e2e.md" ${E2E_ARGS:-} 2>"$OUT/e2e.log"
 }
 
+part_ab() {
+  local old=/tmp/nibble-ab-old bench v i args
+  mkdir -p "$old" && tar -C "$old" -xzf "${AB_OLD:-.carry/old}/bins.tar.gz" || return 1
+  local m=${E2E_DIR:-/tmp/nibble-random}/$(set -- ${E2E_ARCHS-llama-3.1-8b}; echo "${1:-llama-3.1-8b}")
+  if [ -n "${AB_E2E:-}" ] && ! [ -f "$m/model.safetensors.index.json" ] && ! [ -f "$m/model.safetensors" ]; then
+    rm -rf "$m" && "$BIN/nibble" init-random --arch "$(basename "$m")" -o "$m" --seed 1 >>"$OUT/init-random.log" 2>&1 || return 1
+  fi
+  : >"$OUT/ab.md"
+  for bench in kernels e2e; do
+    args=$([ $bench = kernels ] && echo "${AB_KERNELS:-}" || echo "${AB_E2E:-}")
+    [ -n "$args" ] || continue
+    [ $bench = e2e ] && args="-m $m $args"
+    for i in 1 2; do
+      for v in old new; do
+        "$([ $v = old ] && echo "$old" || echo "$BIN")/nibble" bench $bench $args --md "/tmp/ab-$bench-$v$i.md" \
+          >>"$OUT/ab.log" 2>&1 || { tail -5 "$OUT/ab.log"; return 1; }
+      done
+    done
+    { echo "## $bench: $args"; echo; python3 scripts/ab_compare.py /tmp/ab-$bench-{old1,new1,old2,new2}.md; echo; } >>"$OUT/ab.md"
+  done
+  cat "$OUT/ab.md"
+}
+
 # rough seconds a part needs: it is skipped when less than that is left
-need() { case $1 in tests) echo 60 ;; kernels) echo 120 ;; gemm) echo 120 ;; tune) echo 150 ;; e2e) echo 150 ;; esac; }
+need() { case $1 in tests) echo 60 ;; kernels) echo 120 ;; gemm) echo 120 ;; tune) echo 150 ;; e2e) echo 150 ;; ab) echo 200 ;; esac; }
 left() { echo $((${GPU_BUDGET_S:-540} - SECONDS)); }
 
 case "${1:-}" in
@@ -151,7 +179,7 @@ esac
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(tests kernels gemm e2e)
 for p in "${PARTS[@]}"; do
-  [ -n "$(need "$p")" ] || { echo "gpu.sh: unknown part '$p' (tests kernels gemm tune e2e)" >&2; exit 2; }
+  [ -n "$(need "$p")" ] || { echo "gpu.sh: unknown part '$p' (tests kernels gemm tune e2e ab)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
 nvidia-smi -L | tee "$OUT/device.txt"
