@@ -46,7 +46,7 @@ std::vector<uint16_t> random_x(int M, int64_t K, std::mt19937_64& g) {
   return x;
 }
 
-// The CUDA-core GEMV of these formats sums products in fp16 (gemv.cuh, chunk_dot_h) over runs of
+// The CUDA-core GEMV of these formats sums products in fp16 (gemv.cuh, chunk_dot) over runs of
 // this many consecutive elements: per run, one sum of the elements with k % 8 < 4 and one of the
 // rest, in order of k. 0: FP32 sums.
 int half_run(const std::string& format) {
@@ -230,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-// The fp16 sums of the CUDA-core path (chunk_dot_h) stay finite at the top of fp16's range: every
+// The fp16 sums of the CUDA-core path (chunk_dot) stay finite at the top of fp16's range: every
 // weight decodes to its format's largest code (one negative per group gives INT4 its range) and X
 // is 60000 everywhere, so each run's sums are as large as the decoders' scaling allows.
 TEST(GemvHalfSums, StayFiniteForLargeActivations) {

@@ -13,7 +13,7 @@
 // kGroupK, kLutSize (shared-memory table entries, 0 if none), kOutFactor (multiplied into the
 // sums once), q_row_bytes / s_row_bytes (K), Meta, load_meta, scale, lut_entry, and one of two
 // decoders: decode8 (FP32 pairs, FP32 products) or decode8_h (fp16 pairs, packed fp16 products:
-// see chunk_dot_h).
+// see chunk_dot).
 #include <cuda_fp16.h>
 
 #include <type_traits>
@@ -71,53 +71,6 @@ __device__ __forceinline__ void stage_x(const GemvArgs& a, uint4* xs) {
   __syncthreads();
 }
 
-// One lane's chunk c of its R rows, times all MT (<= M valid) activation rows. xs: X in shared
-// memory (kSmemX) or null.
-template <class F, int MT, int R, bool kSmemX>
-__device__ __forceinline__ void chunk_dot(const GemvArgs& a, const uint4 (&wq)[R][F::kChunkBytes / 16],
-                                          const typename F::Meta (&meta)[R], int c, const float* lut,
-                                          const __half* xs, float (&acc)[R][MT]) {
-  constexpr int E = F::kChunkK / 8;  // 8-element steps per chunk
-  constexpr int EG = (F::kGroupK < F::kChunkK ? F::kGroupK : F::kChunkK) / 8;  // steps per scale
-  const __half* xc = (kSmemX ? xs : a.x) + size_t(c) * F::kChunkK;
-  float2 part[R][MT];
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    if (e % EG == 0) {
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int m = 0; m < MT; ++m) part[r][m] = make_float2(0.0f, 0.0f);
-    }
-    float2 d[R][4];
-#pragma unroll
-    for (int r = 0; r < R; ++r) F::decode8(wq[r], e, meta[r], a, lut, d[r]);
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      if (m < a.M) {
-        float xf[8];
-        const uint4* xp = reinterpret_cast<const uint4*>(xc + size_t(m) * a.K + 8 * e);
-        unpack_x8(kSmemX ? *xp : __ldg(xp), xf);
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-          for (int p = 0; p < 4; ++p) {
-            part[r][m].x = fmaf(d[r][p].x, xf[p], part[r][m].x);
-            part[r][m].y = fmaf(d[r][p].y, xf[p + 4], part[r][m].y);
-          }
-      }
-    }
-    if (e % EG == EG - 1) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float s = F::scale(meta[r], e / EG, a);
-#pragma unroll
-        for (int m = 0; m < MT; ++m) acc[r][m] = fmaf(part[r][m].x + part[r][m].y, s, acc[r][m]);
-      }
-    }
-  }
-}
-
 // Whether F decodes to fp16 pairs for the packed-product path (it has decode8_h).
 template <class F, class = void>
 struct HalfDot : std::false_type {};
@@ -130,46 +83,73 @@ __device__ __forceinline__ void pair_x8(uint4 v, uint32_t (&x)[4]) {
   x[2] = __byte_perm(v.y, v.w, 0x5410u), x[3] = __byte_perm(v.y, v.w, 0x7632u);
 }
 
-// chunk_dot for decode8_h formats. The CUDA-core GEMV is issue-bound (ncu: ~6 instructions per
-// weight, most of them converting each decoded fp16 pair and each X pair to FP32 for two FP32
-// FMAs), so here each decoded pair meets its X pair in one packed fp16 FMA (HFMA2), and only a
-// scale group's fp16 sums (at most 16 products per half) go to FP32, once, before the scale.
-// The decoders scale their values so that no such sum can overflow for any fp16 X (NVFP4: value *
-// 2^-6, 8 products of at most 6 / 64 * 65504; MXFP4 and FP4-g128: * 2^-7, 16 products; INT4:
-// (q - z) * 2^-8, 16 products) while products with activations down to ~2^-8 stay normal fp16
-// numbers. The price is the fp16 rounding of those short sums: relative 2^-11 per add (the GEMV
-// tests' tolerance, tests/cuda/test_gemv.cpp).
+__device__ __forceinline__ float2 as_float2(float2 v) { return v; }
+__device__ __forceinline__ float2 as_float2(__half2 v) { return __half22float2(v); }
+
+// One lane's chunk c of its R rows, times all MT (<= M valid) activation rows. xs: X in shared
+// memory (kSmemX) or null. Each scale group's products are summed per half of the decode pairs,
+// then scaled into acc once.
+//
+// decode8 formats: FP32 products and sums. decode8_h formats: the CUDA-core GEMV was issue-bound
+// (ncu: ~6 instructions per weight, most of them converting each decoded fp16 pair and each X
+// pair to FP32 for two FP32 FMAs), so each decoded pair meets its X pair in one packed fp16 FMA
+// (HFMA2), and only the group's fp16 sums (at most 16 products per half) go to FP32. The decoders
+// scale their values so that no such sum can overflow for any fp16 X (NVFP4: value * 2^-6, 8
+// products of at most 6 / 64 * 65504; MXFP4 and FP4-g128: * 2^-7, 16 products; INT4: (q - z) *
+// 2^-8, 16 products) while products with activations down to ~2^-8 stay normal fp16 numbers. The
+// price is the fp16 rounding of those short sums: relative 2^-11 per add (the GEMV tests'
+// tolerance, tests/cuda/test_gemv.cpp).
 template <class F, int MT, int R, bool kSmemX>
-__device__ __forceinline__ void chunk_dot_h(const GemvArgs& a, const uint4 (&wq)[R][F::kChunkBytes / 16],
-                                            const typename F::Meta (&meta)[R], int c, const __half* xs,
-                                            float (&acc)[R][MT]) {
-  constexpr int E = F::kChunkK / 8;
-  constexpr int EG = (F::kGroupK < F::kChunkK ? F::kGroupK : F::kChunkK) / 8;
+__device__ __forceinline__ void chunk_dot(const GemvArgs& a, const uint4 (&wq)[R][F::kChunkBytes / 16],
+                                          const typename F::Meta (&meta)[R], int c, const float* lut,
+                                          const __half* xs, float (&acc)[R][MT]) {
+  constexpr bool kHalf = HalfDot<F>::value;
+  constexpr int E = F::kChunkK / 8;  // 8-element steps per chunk
+  constexpr int EG = (F::kGroupK < F::kChunkK ? F::kGroupK : F::kChunkK) / 8;  // steps per scale
   const __half* xc = (kSmemX ? xs : a.x) + size_t(c) * F::kChunkK;
-  __half2 part[R][MT];
+  std::conditional_t<kHalf, __half2, float2> part[R][MT];
 #pragma unroll
   for (int e = 0; e < E; ++e) {
     if (e % EG == 0) {
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int m = 0; m < MT; ++m) part[r][m] = __float2half2_rn(0.0f);
+        for (int m = 0; m < MT; ++m) {
+          if constexpr (kHalf) part[r][m] = __float2half2_rn(0.0f);
+          else part[r][m] = make_float2(0.0f, 0.0f);
+        }
     }
-    uint32_t h[R][4];
+    std::conditional_t<kHalf, uint32_t, float2> d[R][4];
 #pragma unroll
-    for (int r = 0; r < R; ++r) F::decode8_h(wq[r], e, meta[r], a, h[r]);
+    for (int r = 0; r < R; ++r) {
+      if constexpr (kHalf) F::decode8_h(wq[r], e, meta[r], a, d[r]);
+      else F::decode8(wq[r], e, meta[r], a, lut, d[r]);
+    }
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       if (m < a.M) {
         const uint4* xp = reinterpret_cast<const uint4*>(xc + size_t(m) * a.K + 8 * e);
-        uint32_t xh[4];
-        pair_x8(kSmemX ? *xp : __ldg(xp), xh);
+        const uint4 xv = kSmemX ? *xp : __ldg(xp);
+        if constexpr (kHalf) {
+          uint32_t xh[4];
+          pair_x8(xv, xh);
 #pragma unroll
-        for (int r = 0; r < R; ++r)
+          for (int r = 0; r < R; ++r)
 #pragma unroll
-          for (int p = 0; p < 4; ++p)
-            part[r][m] = __hfma2(*reinterpret_cast<const __half2*>(&h[r][p]),
-                                 *reinterpret_cast<const __half2*>(&xh[p]), part[r][m]);
+            for (int p = 0; p < 4; ++p)
+              part[r][m] = __hfma2(*reinterpret_cast<const __half2*>(&d[r][p]),
+                                   *reinterpret_cast<const __half2*>(&xh[p]), part[r][m]);
+        } else {
+          float xf[8];
+          unpack_x8(xv, xf);
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+              part[r][m].x = fmaf(d[r][p].x, xf[p], part[r][m].x);
+              part[r][m].y = fmaf(d[r][p].y, xf[p + 4], part[r][m].y);
+            }
+        }
       }
     }
     if (e % EG == EG - 1) {
@@ -178,7 +158,7 @@ __device__ __forceinline__ void chunk_dot_h(const GemvArgs& a, const uint4 (&wq)
         const float s = F::scale(meta[r], e / EG, a);
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
-          const float2 f = __half22float2(part[r][m]);
+          const float2 f = as_float2(part[r][m]);
           acc[r][m] = fmaf(f.x + f.y, s, acc[r][m]);
         }
       }
@@ -258,11 +238,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
   auto dot = [&](const ChunkSet<F, R, U>& cs, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
-      if (c0 + 32 * u < nch) {
-        const __half* xh = reinterpret_cast<const __half*>(xs);
-        if constexpr (HalfDot<F>::value) chunk_dot_h<F, MT, R, kSmemX>(a, cs.wq[u], cs.meta[u], c0 + 32 * u, xh, acc);
-        else chunk_dot<F, MT, R, kSmemX>(a, cs.wq[u], cs.meta[u], c0 + 32 * u, lut, xh, acc);
-      }
+      if (c0 + 32 * u < nch)
+        chunk_dot<F, MT, R, kSmemX>(a, cs.wq[u], cs.meta[u], c0 + 32 * u, lut, reinterpret_cast<const __half*>(xs), acc);
   };
   int c0 = lane + 32 * U * slot;
   if constexpr (kPrefetch) {

@@ -8,7 +8,7 @@ namespace nibble::cuda::detail {
 
 struct Int4G128 {
   static constexpr int kChunkK = 32, kChunkBytes = 16, kGroupK = 128, kLutSize = 0;
-  // tensor cores: q - z; CUDA-core half path: (q - z) * 2^-8 (chunk_dot_h's range)
+  // tensor cores: q - z; CUDA-core half path: (q - z) * 2^-8 (gemv.cuh chunk_dot's range)
   static constexpr float kOutFactor = 1.0f, kHalfFactor = 256.0f;
   static __device__ __forceinline__ size_t q_row_bytes(int K) { return size_t(K) / 2; }
   static __device__ __forceinline__ size_t s_row_bytes(int K) { return size_t(K) / 128 * 4; }
