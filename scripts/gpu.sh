@@ -18,6 +18,9 @@
 #                                             $AB_KERNELS (nibble bench kernels args) and $AB_E2E (nibble bench
 #                                             e2e args, the model from $E2E_ARCHS' first arch) run old, new, old,
 #                                             new; $OUT/ab.md joins them (scripts/ab_compare.py)
+#                                    steps    where one decode step's time goes: ncu times every kernel of
+#                                             `nibble bench e2e` ($STEPS_FORMAT nvfp4, batch $STEPS_BATCH 1) on
+#                                             the first of $E2E_ARCHS, scripts/step_kernels.py -> $OUT/steps.md
 #                                    e2e      nibble init-random for $E2E_ARCHS (llama-3.1-8b qwen3-8b) into
 #                                             $E2E_DIR (/tmp/nibble-random; kept if already there), then
 #                                             nibble bench e2e on .carry/house (if carried) and on them
@@ -126,16 +129,23 @@ part_gemm() {
   fi
   return $rc
 }
+# The random-weight model of architecture $1 (with $2 layers if given) in $E2E_DIR, written by
+# `nibble init-random` unless already there; prints its directory.
+random_model() {
+  local m=${E2E_DIR:-/tmp/nibble-random}/$1${2:+-$2-layers}
+  if ! [ -f "$m/model.safetensors.index.json" ] && ! [ -f "$m/model.safetensors" ]; then  # written last
+    rm -rf "$m"
+    "$BIN/nibble" init-random --arch "$1" -o "$m" --seed 1 ${2:+--layers $2} >>"$OUT/init-random.log" 2>&1 || return 1
+  fi
+  echo "$m"
+}
+first_arch() { set -- ${E2E_ARCHS-llama-3.1-8b}; echo "${1:-llama-3.1-8b}"; }
+
 part_e2e() {
-  local dir=${E2E_DIR:-/tmp/nibble-random} models=() arch
+  local models=() arch m
   [ -f .carry/house/config.json ] && models+=(.carry/house)
   for arch in ${E2E_ARCHS-llama-3.1-8b qwen3-8b}; do  # E2E_ARCHS="": the house model only
-    local m=$dir/$arch${E2E_LAYERS:+-$E2E_LAYERS-layers}
-    if ! [ -f "$m/model.safetensors.index.json" ] && ! [ -f "$m/model.safetensors" ]; then  # written last
-      rm -rf "$m"
-      "$BIN/nibble" init-random --arch "$arch" -o "$m" --seed 1 ${E2E_LAYERS:+--layers $E2E_LAYERS} 2>&1 |
-        tee -a "$OUT/init-random.log" || return 1
-    fi
+    m=$(random_model "$arch" "${E2E_LAYERS:-}") || { tail -5 "$OUT/init-random.log"; return 1; }
     models+=("$m")
   done
   local formats=()
@@ -145,12 +155,9 @@ part_e2e() {
 }
 
 part_ab() {
-  local old=/tmp/nibble-ab-old bench v i args
+  local old=/tmp/nibble-ab-old bench v i args m=""
   mkdir -p "$old" && tar -C "$old" -xzf "${AB_OLD:-.carry/old}/bins.tar.gz" || return 1
-  local m=${E2E_DIR:-/tmp/nibble-random}/$(set -- ${E2E_ARCHS-llama-3.1-8b}; echo "${1:-llama-3.1-8b}")
-  if [ -n "${AB_E2E:-}" ] && ! [ -f "$m/model.safetensors.index.json" ] && ! [ -f "$m/model.safetensors" ]; then
-    rm -rf "$m" && "$BIN/nibble" init-random --arch "$(basename "$m")" -o "$m" --seed 1 >>"$OUT/init-random.log" 2>&1 || return 1
-  fi
+  if [ -n "${AB_E2E:-}" ]; then m=$(random_model "$(first_arch)") || return 1; fi
   : >"$OUT/ab.md"
   for bench in kernels e2e; do
     args=$([ $bench = kernels ] && echo "${AB_KERNELS:-}" || echo "${AB_E2E:-}")
@@ -167,8 +174,20 @@ part_ab() {
   cat "$OUT/ab.md"
 }
 
+part_steps() {
+  local m batch=${STEPS_BATCH:-1}
+  m=$(random_model "$(first_arch)") || return 1
+  ncu --graph-profiling node --cache-control none --clock-control none --metrics gpu__time_duration.sum --csv \
+    --launch-count "${STEPS_KERNELS:-2500}" "$BIN/nibble" bench e2e -m "$m" --formats "${STEPS_FORMAT:-nvfp4}" \
+    --batches "$batch" --prompt 16 --steps 2 >/tmp/steps.csv 2>"$OUT/steps.log" || { tail -5 "$OUT/steps.log"; return 1; }
+  python3 scripts/step_kernels.py /tmp/steps.csv "$batch" | tee "$OUT/steps.md"
+}
+
 # rough seconds a part needs: it is skipped when less than that is left
-need() { case $1 in tests) echo 60 ;; kernels) echo 120 ;; gemm) echo 120 ;; tune) echo 150 ;; e2e) echo 150 ;; ab) echo 200 ;; esac; }
+need() {
+  case $1 in tests) echo 60 ;; kernels) echo 120 ;; gemm) echo 120 ;; tune) echo 150 ;; e2e) echo 150 ;; ab) echo 200 ;;
+    steps) echo 120 ;; esac
+}
 left() { echo $((${GPU_BUDGET_S:-540} - SECONDS)); }
 
 case "${1:-}" in
@@ -179,7 +198,7 @@ esac
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(tests kernels gemm e2e)
 for p in "${PARTS[@]}"; do
-  [ -n "$(need "$p")" ] || { echo "gpu.sh: unknown part '$p' (tests kernels gemm tune e2e ab)" >&2; exit 2; }
+  [ -n "$(need "$p")" ] || { echo "gpu.sh: unknown part '$p' (tests kernels gemm tune e2e ab steps)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
 nvidia-smi -L | tee "$OUT/device.txt"
