@@ -17,13 +17,15 @@
 
 namespace nibble::cuda::wg {
 
+// How TMA lays a box out in shared memory: as is, or with the 16-byte chunks of each 64-byte row
+// swizzled (chunk c of row r at c ^ (r / 2 % 4)), or of each 128-byte row (wgmma's operand layout).
+enum class Swizzle { none, b64, b128 };
+
 // A 2-D TMA descriptor over a row-major [outer, inner] array of elem_bytes-byte elements (1, 2 or 4),
-// rows row_bytes apart, boxes of box_inner x box_outer elements, 128-byte swizzled when swizzle.
-// Throws nibble::Error naming `what` when the driver rejects it.
-// swizzle64: a 64-byte swizzle instead (16-byte chunk c of a 64-byte row r at c ^ (r / 2 % 4)).
+// rows row_bytes apart, boxes of box_inner x box_outer elements. Throws nibble::Error naming `what`
+// when the driver rejects it.
 CUtensorMap tensor_map_2d(const void* base, int elem_bytes, uint64_t inner, uint64_t outer, uint64_t row_bytes,
-                          uint32_t box_inner, uint32_t box_outer, bool swizzle, const char* what,
-                          bool swizzle64 = false);
+                          uint32_t box_inner, uint32_t box_outer, Swizzle swizzle, const char* what);
 
 template <class C, class BOp, auto kernel>
 void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorkspace& ws, int split_k,
@@ -52,7 +54,7 @@ void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorksp
   (void)raised;
   dim3 grid((p.M + C::BM - 1) / C::BM, (p.N + C::BN - 1) / C::BN, splits);
   const CUtensorMap map_a = tensor_map_2d(p.a, 2, uint64_t(p.a_row_bytes / 2), uint64_t(p.M), uint64_t(p.a_row_bytes),
-                                          kBK, C::BM, true, "activations");
+                                          kBK, C::BM, Swizzle::b128, "activations");
   kernel<<<grid, C::THREADS, smem, stream>>>(g, map_a, bp, e);
   NIBBLE_CUDA_CHECK(cudaGetLastError());
   if (splits > 1) tc::splitk_reduce(e.partial, splits, p.M, p.N, p.row_scale, p.alpha, p.y, stream);

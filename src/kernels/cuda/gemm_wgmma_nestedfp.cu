@@ -38,7 +38,8 @@ constexpr int kWeightBytes = 2 * kPlaneBytes;    // both planes
 #define NIBBLE_RACC8(i)                                                                                 \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
-// The same with 64 tokens (small M).
+// D[64 x 64] (+)= A[64 x 16] · B[16 x 64]: A fp16 from registers (the m16n8k16 A fragment of warp w's
+// rows 16w..16w+15), B K-major in shared memory, fp32 accumulate.
 __device__ __forceinline__ void wgmma_rega_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
@@ -240,8 +241,8 @@ void nestedfp16(const uint16_t* x, int M, const uint8_t* upper, const uint8_t* l
                 " K=" + std::to_string(K) + " (need M >= 1, N a multiple of 8, K a multiple of 64)");
   const tc::Problem pr{reinterpret_cast<const uint8_t*>(x), int64_t(K) * 2, M, N, nullptr, 1.0f, y};
   const NestedPlanes::Params p{
-      tensor_map_2d(upper, 1, uint64_t(K), uint64_t(N), uint64_t(K), 64, kRows, false, "nestedfp upper plane", true),
-      tensor_map_2d(lower, 1, uint64_t(K), uint64_t(N), uint64_t(K), 64, kRows, false, "nestedfp lower plane", true)};
+      tensor_map_2d(upper, 1, uint64_t(K), uint64_t(N), uint64_t(K), 64, kRows, Swizzle::b64, "nestedfp upper plane"),
+      tensor_map_2d(lower, 1, uint64_t(K), uint64_t(N), uint64_t(K), 64, kRows, Swizzle::b64, "nestedfp lower plane")};
   if (M > 128) launch_tn<256>(pr, p, ws, split_k, stream);
   else if (M > 64) launch_tn<128>(pr, p, ws, split_k, stream);
   else launch_tn<64>(pr, p, ws, split_k, stream);

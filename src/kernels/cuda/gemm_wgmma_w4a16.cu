@@ -82,9 +82,9 @@ void w4a16(const uint16_t* x, int M, const uint32_t* codes, const uint32_t* meta
   const int gpt = group < 64 ? 64 / group : 1;
   auto params = [&](auto tile) {
     using Params = typename decltype(tile)::Params;
-    return Params{tensor_map_2d(codes, 4, uint64_t(K) / 8, uint64_t(N), uint64_t(K) / 2, 8, kBN, false, "W4 codes"),
-                  tensor_map_2d(meta, 4, uint64_t(N), uint64_t(K / group), uint64_t(N) * 4, kBN, uint32_t(gpt), false,
-                                "W4 metadata"),
+    return Params{tensor_map_2d(codes, 4, uint64_t(K) / 8, uint64_t(N), uint64_t(K) / 2, 8, kBN, Swizzle::none, "W4 codes"),
+                  tensor_map_2d(meta, 4, uint64_t(N), uint64_t(K / group), uint64_t(N) * 4, kBN, uint32_t(gpt),
+                                Swizzle::none, "W4 metadata"),
                   group, gpt};
   };
   tc::with_decode(decode, [&](auto d) {
