@@ -64,6 +64,11 @@ void run_wgmma(const Weight& w, const uint16_t* x, int M, uint16_t* y, GemmWorks
   }
 }
 
+// The tile heights to test a format at: the W4 kernels take 128 or 256 rows; nestedfp's follows M.
+std::vector<int> block_ms_of(const std::string& format) {
+  return format == "nestedfp" ? std::vector<int>{0} : std::vector<int>{128, 256};
+}
+
 void run_mma_sync(const Weight& w, const uint16_t* x, int M, uint16_t* y, GemmWorkspace& ws, const float* row_scale) {
   if (w.format == "nestedfp") {
     tc::nestedfp16(x, M, static_cast<const uint8_t*>(w.dw.codes), static_cast<const uint8_t*>(w.dw.meta), w.N, w.K, y,
@@ -111,8 +116,7 @@ TEST_P(GemmWgmma, MatchesFloat64AndTheMmaSyncKernel) {
       y_ref.poison();
       run_mma_sync(w, x.get(), M, y_ref.get(), ws, rsp);
       const std::vector<uint16_t> mma = y_ref.host();
-      const std::vector<int> block_ms = format == "nestedfp" ? std::vector<int>{0} : std::vector<int>{128, 256};
-      for (int block_m : block_ms)
+      for (int block_m : block_ms_of(format))
         for (int split : {0, 1, 3}) {
           SCOPED_TRACE("block_m " + std::to_string(block_m) + " split " + std::to_string(split));
           y.poison();
@@ -144,7 +148,7 @@ TEST(GemmWgmmaEdges, ZeroActivationsAndRowsPastM) {
     const Weight w = make_weight(format, N, K, seed, g);
     for (int M : {40, 70, 200}) {  // the nestedfp kernel's 64-, 128- and 256-token tiles
       GpuBuffer<uint16_t> x(std::vector<uint16_t>(size_t(M) * K, 0)), y(size_t(M + 2) * N);
-      for (int block_m : {128, 256}) {
+      for (int block_m : block_ms_of(format)) {
         y.poison();
         run_wgmma(w, x.get(), M, y.get(), ws, 1, block_m, nullptr);
         const std::vector<uint16_t> out = y.host();
