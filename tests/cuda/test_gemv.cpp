@@ -155,6 +155,13 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
       o.row_blocks = rb;
       variants.push_back({"tensor cores row_blocks " + std::to_string(rb), o});
     }
+    // K split over a cluster of CTAs (sm_90); 4 parts of a short K leave CTAs without chunks
+    for (int ks : {2, 4}) {
+      LinearOptions o = tc;
+      o.row_blocks = ks == 2 ? 1 : 2, o.k_splits = ks;
+      const std::string name = "tensor cores row_blocks " + std::to_string(o.row_blocks) + " k_splits " + std::to_string(ks);
+      if (tensor_core_splits_supported()) variants.push_back({name, o});
+    }
   }
   // the stream kernel (sm_90): nvfp4 / nvfp4-razer, M <= 8, K % 64 == 0, X in shared memory;
   // refused otherwise
@@ -281,6 +288,31 @@ TEST(GemvErrors, BadArgumentsThrowNibbleError) {
   EXPECT_THROW(upload(quantize("nvfp4", w40.data(), 8, 48), "w"), Error);  // K not a multiple of 32
 }
 
+// Split K over a cluster: the parts' sums meet in a fixed order, so every run gives the same bits
+// (whichever CTA finishes first); elsewhere than sm_90 the split is refused.
+TEST(GemvClusterSplits, SameBitsEveryRun) {
+  std::mt19937_64 g(std::random_device{}());
+  const int64_t N = 300, K = 4096;
+  const std::vector<float> w = random_weights(N, K, g);
+  const DeviceWeight dw = upload(quantize("nvfp4", w.data(), N, K), "w");
+  LinearOptions o;
+  o.engine = Engine::tensor_cores, o.row_blocks = 2, o.k_splits = 4;
+  for (int M : {3, 16}) {
+    GpuBuffer<uint16_t> dx(random_x(M, K, g)), dy(size_t(M * N));
+    if (!tensor_core_splits_supported()) {
+      EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, o), Error);
+      continue;
+    }
+    linear(dx.get(), M, dw, dy.get(), nullptr, o);
+    const std::vector<uint16_t> first = dy.host();
+    for (int run = 0; run < 5; ++run) {
+      dy.poison();
+      linear(dx.get(), M, dw, dy.get(), nullptr, o);
+      EXPECT_EQ(dy.host(), first) << "M=" << M << " run " << run;
+    }
+  }
+}
+
 TEST(GemvTuning, TableRoundTripsKSplitsAndRejectsBadValues) {
   const auto path = std::filesystem::temp_directory_path() / ("nibble_tuning_" + std::to_string(std::random_device{}()) + ".json");
   TuningEntry e{"nvfp4", 4096, 1000, 1, {}};
@@ -322,6 +354,9 @@ TEST(GemvTuning, HeuristicSplitsKOnlyWhereRowsAreLong) {
       }
   EXPECT_EQ(default_choice("nvfp4", 4096, 28672, 1).k_splits, 1);  // enough CTAs already
   EXPECT_GT(default_choice("nvfp4", 14336, 4096, 1).k_splits, 1);  // down projection: split K
+  // tensor cores at 16 rows: gate_up fills the SMs alone, down's 128 CTAs do not
+  EXPECT_EQ(default_choice("nvfp4", 4096, 28672, 16).k_splits, 1);
+  EXPECT_GT(default_choice("nvfp4", 14336, 4096, 16).k_splits, 1);
 }
 
 }  // namespace

@@ -73,6 +73,10 @@ TEST_P(GemvStacked, EachPartEqualsItsOwnLaunch) {
       variants.push_back({"tensor cores", tc});
       tc.row_blocks = 4;
       variants.push_back({"tensor cores row_blocks 4", tc});
+      if (tensor_core_splits_supported()) {
+        tc.row_blocks = 1, tc.k_splits = 2;
+        variants.push_back({"tensor cores k_splits 2", tc});
+      }
     }
     for (int M : {1, 3, 9, 16}) {
       const std::vector<uint16_t> x = random_x(M, K, g);
@@ -131,6 +135,10 @@ TEST_P(GemvStacked, SiluPairEqualsSeparateGemvsThenSiluMul) {
     variants.push_back({"tensor cores", tc});
     tc.row_blocks = 2;
     variants.push_back({"tensor cores row_blocks 2", tc});
+    if (tensor_core_splits_supported()) {
+      tc.k_splits = 4;
+      variants.push_back({"tensor cores row_blocks 2 k_splits 4", tc});
+    }
   }
   for (int M : {1, 2, 5, 16}) {
     GpuBuffer<uint16_t> dx(random_x(M, K, g)), act(size_t(M * I)), yg(size_t(M * I)), yu(size_t(M * I));

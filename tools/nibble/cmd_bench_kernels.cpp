@@ -58,7 +58,8 @@ bool shape_selected(const Shape& s, const std::vector<std::string>& sel) {
 
 std::string choice_name(const std::string& format, const Shape& s, int M, bool has_tc) {
   const TunedChoice c = tuned_choice(format, s.K, s.N, M);
-  if (c.engine == Engine::tensor_cores && has_tc) return "tc";
+  if (c.engine == Engine::tensor_cores && has_tc)
+    return fmt::format("tc rb{} ks{}", c.row_blocks, tensor_core_splits_supported() ? c.k_splits : 1);
   if (c.engine == Engine::tensor_stream && has_tc) return fmt::format("stream rb{}", c.row_blocks);
   return fmt::format("cc r{} ks{}{}", c.rows_per_warp, c.k_splits, c.fp4_decode == Fp4Decode::lut ? " lut" : "");
 }

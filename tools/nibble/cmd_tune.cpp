@@ -45,16 +45,19 @@ std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
 // SM-count tuning: the splits set how many CTAs share the SMs), bit decoder; the shared-memory
 // FP4 table never won a sweep (docs/kernels.md) and is left to `nibble bench kernels`. Tensor
 // cores: row blocks per CTA (not the stream kernel: it wins alone and loses inside a model,
-// docs/kernels.md, so a table must not pick it from isolated timings). From M = 2 on, where the
+// docs/kernels.md, so a table must not pick it from isolated timings) x K splits (CTAs per
+// cluster, sm_90). From M = 2 on, where the
 // tensor cores win, only the heuristic's CUDA-core shape is timed against them.
 std::vector<TunedChoice> candidates_for(const std::string& f, int64_t K, int64_t N, int M, bool has_tc) {
   std::vector<TunedChoice> out;
   if (has_tc)
-    for (int rb : {1, 2, 4}) {
-      TunedChoice c;
-      c.engine = Engine::tensor_cores, c.row_blocks = rb;
-      out.push_back(c);
-    }
+    for (int rb : {1, 2, 4})
+      for (int ks : {1, 2, 4})
+        if (ks == 1 || (tensor_core_splits_supported() && K >= 2048 * ks)) {
+          TunedChoice c;
+          c.engine = Engine::tensor_cores, c.row_blocks = rb, c.k_splits = ks;
+          out.push_back(c);
+        }
   if (M >= 2 && has_tc) {
     TunedChoice h = default_choice(f, K, N, M);
     h.engine = Engine::cuda_cores;
@@ -68,7 +71,8 @@ std::vector<TunedChoice> candidates_for(const std::string& f, int64_t K, int64_t
 }
 
 double ctas_per_sm(const TunedChoice& c, int64_t N, int M, int sms) {
-  if (c.engine != Engine::cuda_cores) return double((N + 16 * c.row_blocks - 1) / (16 * c.row_blocks)) / sms;
+  if (c.engine != Engine::cuda_cores)
+    return double((N + 16 * c.row_blocks - 1) / (16 * c.row_blocks) * c.k_splits) / sms;
   const int rows = c.rows_per_warp == 4 && M <= 8 ? 4 : 2;
   const int64_t per_cta = 8 / c.k_splits * rows;
   return double((N + per_cta - 1) / per_cta) / sms;
@@ -134,7 +138,7 @@ void run_tune(const TuneOptions& o) {
               stream, 32, 7);
           const std::string shape_name =
               cand.engine != Engine::cuda_cores
-                  ? fmt::format("row_blocks {}", cand.row_blocks)
+                  ? fmt::format("row_blocks {} k_splits {}", cand.row_blocks, cand.k_splits)
                   : fmt::format("{} rows/warp {} k_splits {}", fp4_decode_name(cand.fp4_decode), cand.rows_per_warp,
                                 cand.k_splits);
           std::printf("%-16s K=%-6lld N=%-6lld M=%-2d %-12s %-32s (%5.1f CTAs/SM): %8.2f us\n", f.c_str(),

@@ -91,8 +91,10 @@ DeviceWeight upload_silu_pair(const PackedTensor& gate, const PackedTensor& up, 
 struct LinearOptions {
   Fp4Decode fp4_decode = Fp4Decode::automatic;
   int rows_per_warp = 0;  // CUDA cores: 0 lets the dispatcher / tuning table choose (2 or 4)
-  // CUDA cores: warps of a CTA that split K for the same rows (1, 2, 4, 8; 0: dispatcher / table).
-  // More splits mean more CTAs for a given N: the SM-count knob of the down projections.
+  // Parts of K for the same rows (1, 2, 4, 8; 0: dispatcher / table), the SM-count knob of the
+  // down projections: more splits mean more CTAs for a given N. CUDA cores: warps of a CTA.
+  // Tensor cores: CTAs of a cluster, adding up through distributed shared memory (sm_90 only;
+  // elsewhere a split > 1 is refused). The stream kernel ignores it.
   int k_splits = 0;
   Engine engine = Engine::automatic;
   // Tensor cores and tensor_stream: 16-row blocks per CTA (1, 2, 4: more blocks read X fewer
@@ -108,6 +110,9 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaSt
 // silu pair take one output.
 void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
             const LinearOptions& opt = {});
+
+// Whether linear() can split K over a cluster of CTAs on tensor cores (k_splits > 1): sm_90.
+bool tensor_core_splits_supported();
 
 // Whether linear() can run w at M rows on Engine::tensor_stream with row_blocks 16-row blocks per
 // CTA: the format, M <= 8, K % 64 == 0, shared memory for X and the ring, and an sm_90 device.

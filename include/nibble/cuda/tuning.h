@@ -17,7 +17,7 @@ struct TunedChoice {
   int rows_per_warp = 2;
   Fp4Decode fp4_decode = Fp4Decode::bits;
   Engine engine = Engine::cuda_cores;
-  int k_splits = 1;  // CUDA cores: warps per row group splitting K (see LinearOptions::k_splits)
+  int k_splits = 1;  // parts of K (see LinearOptions::k_splits)
   int row_blocks = 1;  // tensor cores and stream: 16-row blocks per CTA (see LinearOptions::row_blocks)
 };
 
@@ -40,6 +40,10 @@ TunedChoice tuned_choice(std::string_view format, int64_t K, int64_t N, int M);
 // per warp and the fewest K splits that launch ~2 CTAs per SM and leave each split at most 8192
 // elements of a row, never a split shorter than one full step (2048 elements).
 TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M);
+// The heuristic's K splits for one engine and launch shape: CUDA cores, see above; tensor cores,
+// CTAs per cluster (1, 2, 4) doubled while the grid still fits the SMs at once and each CTA keeps
+// at least 2048 elements of a row; the stream kernel, 1.
+int default_k_splits(Engine engine, std::string_view format, int64_t K, int64_t N, int M, int row_blocks);
 
 // Replaces the table in use (thread-safe). load_tuning_table throws nibble::Error naming the file
 // and field on a bad file. The env variable NIBBLE_CUDA_TUNING, if set, names a table loaded on

@@ -73,6 +73,8 @@ bool stream_kernel_fits(const DeviceWeight& w, int M, int row_blocks) {
          detail::stream_fits(M, int(w.K), row_blocks) && wg::supported();
 }
 
+bool tensor_core_splits_supported() { return wg::supported(); }
+
 void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaStream_t stream,
             const LinearOptions& opt) {
   linear(x, M, w, std::vector<uint16_t*>{y}, stream, opt);
@@ -96,11 +98,9 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
     throw Error(fmt::format("linear '{}': row_blocks = {} (allowed: 0, 1, 2, 4)", w.format, opt.row_blocks));
 
   TunedChoice choice = tuned_choice(w.format, w.K, w.N, M);
-  if (choice.engine != Engine::cuda_cores && opt.engine == Engine::cuda_cores) {
-    // the entry tuned a tensor-core kernel: take the CUDA-core launch shape from the heuristic
-    const TunedChoice h = default_choice(w.format, w.K, w.N, M);
-    choice.rows_per_warp = h.rows_per_warp, choice.k_splits = h.k_splits;
-  }
+  const Engine tuned_engine = choice.engine;
+  if (choice.engine != Engine::cuda_cores && opt.engine == Engine::cuda_cores)
+    choice.rows_per_warp = default_choice(w.format, w.K, w.N, M).rows_per_warp;  // the entry tuned another engine
   if (opt.rows_per_warp) choice.rows_per_warp = opt.rows_per_warp;
   if (opt.k_splits) choice.k_splits = opt.k_splits;
   if (opt.row_blocks) choice.row_blocks = opt.row_blocks;
@@ -119,6 +119,15 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
       throw Error(fmt::format("linear '{}': no tensor-core kernel for this format / K = {} (needs K % 64 == 0)",
                               w.format, w.K));
     choice.engine = Engine::cuda_cores;
+  }
+
+  if (choice.engine != tuned_engine && !opt.k_splits)  // the splits of the engine that runs
+    choice.k_splits = default_k_splits(choice.engine, w.format, w.K, w.N, M, choice.row_blocks);
+  if (choice.engine == Engine::tensor_cores && choice.k_splits > 1 && !tensor_core_splits_supported()) {
+    if (opt.k_splits > 1)
+      throw Error(fmt::format("linear '{}': k_splits = {} on tensor cores needs an sm_90 GPU (thread-block clusters)",
+                              w.format, opt.k_splits));
+    choice.k_splits = 1;
   }
 
   detail::GemvArgs a;

@@ -21,7 +21,9 @@ struct GemvArgs {
   // host): a block's sv is then a select and a sign flip, no float conversion. Only constant
   // indices may be used in kernels (a dynamic index copies the whole argument block to local memory).
   uint32_t sv_h2[2] = {0, 0};
-  int k_splits = 1;                 // CUDA-core kernel: warps of a CTA that share rows, splitting K
+  // Parts of K: CUDA-core kernel, warps of a CTA that share rows; tensor-core kernel, CTAs of a
+  // cluster that share row blocks (their sums meet in shared memory, sm_90).
+  int k_splits = 1;
   int mma_row_blocks = 1;           // tensor-core and stream kernels: 16-row blocks per CTA (1, 2, 4)
   // Stacked weights (q/k/v or gate/up in one launch, DeviceWeight::parts): rows [0, n0) go to y
   // ([M, n0]) times out_scale, rows [n0, n0 + n1) to y1 ([M, n1]) times out_scale1, the rest to y2
@@ -71,6 +73,13 @@ __device__ __forceinline__ void store_rows2(const GemvArgs& a, int m, int row, f
 
 constexpr int kThreads = 256;  // 8 warps per CTA, each warp owns R whole rows of W
 constexpr int kWarps = kThreads / 32;
+
+// CTAs per SM the tensor-core GEMV is compiled for (its register budget), by token tiles of 8 and
+// 16-row blocks per CTA, as measured best (docs/perf/tune-2026-11-23.md): one block, 3; two token
+// tiles and four blocks, 1 (no spills); else 2.
+constexpr int mma_ctas_per_sm(int token_tiles, int row_blocks) {
+  return row_blocks == 1 ? 3 : token_tiles == 2 && row_blocks == 4 ? 1 : 2;
+}
 
 // Host: fills a.sv_h2 from a.sv_a / a.sv_b (the FP4 bit decoders' value * 2^-14 scaling).
 void fill_sv_table(GemvArgs& a);

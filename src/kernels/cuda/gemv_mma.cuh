@@ -19,12 +19,17 @@
 // step's chunks before decoding the current ones (register double buffer), then the warps add up
 // through shared memory. (A deeper cp.async ring in shared memory was measured no faster at any
 // depth and slower overall: the kernel is bound by instruction issue, not by loads in flight.)
+// Split K (a.k_splits > 1, sm_90): a cluster of that many CTAs shares the row blocks, its warps
+// interleaving chunks as one group, and the CTAs add their sums through distributed shared memory:
+// shapes with few row blocks (the down and o projections: N / 32 = 128 CTAs for 132 SMs at 16
+// tokens) otherwise leave SMs idle and give each warp a long chain of dependent steps.
 // At one row X is first copied into shared memory (kSmemX, gemv.cuh's kSmemXMaxBytes).
 //
 // Scales: a policy with kScaledH multiplies its decoded fp16 pairs by the group scale in fp16
 // inside decode_h, exactly (docs/kernels.md: the products fit fp16's grid), so the mma
 // accumulators run over the whole row and no FP32 scale work is left per tile; other policies'
 // tiles of one scale group add up in the mma accumulators and their FP32 sum is scaled once.
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
 #include "decode.cuh"
@@ -59,24 +64,15 @@ __device__ __forceinline__ void tile_meta(uint32_t s0, uint32_t s1, typename F::
 // Shared memory of one CTA for the final reduction.
 constexpr size_t mma_red_bytes(int row_blocks, int nt) { return size_t(kWarps) * row_blocks * nt * 4 * 32 * sizeof(float); }
 
-// Chunks per warp, block and buffer (U) and the register budget (CTAs per SM), as measured best
-// (docs/perf/tune-2026-11-23.md): one block, one chunk, 3 CTAs per SM; two blocks and one token
-// tile, two chunks, 2 CTAs; two token tiles, one chunk, 2 CTAs (at 158 registers, two chunks ran
-// one CTA per SM, a quarter of the warps); four blocks and two tiles, 1 CTA (no spills).
-template <int NT, int RB>
-constexpr int mma_min_ctas = RB == 1 ? 3 : NT == 2 && RB == 4 ? 1 : 2;
-
-// After each of the W warps of a CTA wrote its accumulators to red ([W][RB * NT * 4][32]: value
-// (block, token tile, register) of each lane) and a barrier: the warps add them up and store the
-// outputs of the CTA's row blocks blk0 ...
-template <class F, int NT, int RB, int W>
-__device__ __forceinline__ void mma_store_sums(const GemvArgs& a, const float* red, int warp, int lane, int blk0) {
+// Stores the outputs of the CTA's row blocks blk0 ...: value v (block, token tile, register) of
+// each lane is sum(v), for v = v0, v0 + vstep, ... (one warp per value: a silu pair's rows meet
+// through a shuffle).
+template <class F, int NT, int RB, class Sum>
+__device__ __forceinline__ void mma_store(const GemvArgs& a, int v0, int vstep, int lane, int blk0, Sum sum) {
   constexpr int kVals = RB * NT * 4;
   const int g = lane >> 2, t = lane & 3;
-  for (int v = warp; v < kVals; v += W) {
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < W; ++w) s += red[(w * kVals + v) * 32 + lane];
+  for (int v = v0; v < kVals; v += vstep) {
+    const float s = sum(v);
     const int b = v / (NT * 4), n = v / 4 % NT, i = v % 4;
     const int token = n * 8 + 2 * t + (i & 1), row = (blk0 + b) * 16 + g + (i < 2 ? 0 : 8);
     if (a.silu_pairs) {  // the pair's up row (g + 1) sits 4 lanes over
@@ -86,6 +82,19 @@ __device__ __forceinline__ void mma_store_sums(const GemvArgs& a, const float* r
       store_y(a, token, row, s, F::kOutFactor);
     }
   }
+}
+
+// After each of the W warps of a CTA wrote its accumulators to red ([W][RB * NT * 4][32]: value
+// (block, token tile, register) of each lane) and a barrier: the warps add them up and store.
+template <class F, int NT, int RB, int W>
+__device__ __forceinline__ void mma_store_sums(const GemvArgs& a, const float* red, int warp, int lane, int blk0) {
+  constexpr int kVals = RB * NT * 4;
+  mma_store<F, NT, RB>(a, warp, W, lane, blk0, [&](int v) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) s += red[(w * kVals + v) * 32 + lane];
+    return s;
+  });
 }
 
 // One 64-element chunk of each of the RB row blocks: every 16-wide tile decoded into A fragments
@@ -146,8 +155,14 @@ __device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[R
 // F: a GEMV policy with kChunkK == 32 that also has decode_h (four fp16 pairs of one word; with
 // kScaledH, already times the group scales it is given), kScaledH, and kLutHalf (entries of an
 // fp16 table, 0 if none). NT: token tiles of 8 (M <= 8 or <= 16); RB: 16-row blocks per CTA.
-template <class F, int NT, int RB, bool kSmemX = false>
-__global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_kernel(const GemvArgs a) {
+// kCluster: launched in clusters of a.k_splits CTAs (else the kernel ignores a.k_splits, so that its
+// chunk stride stays a constant: a runtime one measured 2-4% slower at M = 2-4).
+template <class F, int NT, int RB, bool kSmemX, bool kCluster>
+__global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_kernel(const GemvArgs a) {
+  // Chunks per warp, block and buffer, with the register budget of mma_ctas_per_sm (gemv_args.h),
+  // as measured best (docs/perf/tune-2026-11-23.md): one block, one chunk, 3 CTAs per SM; two
+  // blocks and one token tile, two chunks, 2 CTAs; two token tiles, one chunk, 2 CTAs (at 158
+  // registers, two chunks ran one CTA per SM, a quarter of the warps); four blocks and two tiles, 1.
   constexpr int U = NT == 1 && RB == 2 ? 2 : 1;
   constexpr int kTilesPerGroup = F::kScaledH || NT > 1 ? 1 : F::kGroupK >= 64 ? 4 : F::kGroupK / 16;
   extern __shared__ float red[];  // [kWarps][RB * NT * 4][32], then (kSmemX) X [M, K]
@@ -160,7 +175,11 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int nchunks = a.K / 64, nblocks = (a.N + 15) / 16;
-  const int blk0 = blockIdx.x * RB;
+  // a.k_splits CTAs (one cluster, consecutive along x) share the row blocks: their warps take
+  // interleaved chunks as one group of a.k_splits * 8 warps
+  const int parts = kCluster ? a.k_splits : 1, part = blockIdx.x % parts;
+  const int blk0 = blockIdx.x / parts * RB;
+  const int group_warps = kWarps * parts;
   const uint8_t* qblk[RB];
   const uint8_t* srow0[RB];
   const uint8_t* srow1[RB];
@@ -198,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
   auto load = [&](Stage& st, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int c = min(c0 + kWarps * u, nchunks - 1);  // a clamped duplicate is loaded, never used
+      const int c = min(c0 + group_warps * u, nchunks - 1);  // a clamped duplicate is loaded, never used
 #pragma unroll
       for (int b = 0; b < RB; ++b) {
         st.wq[u][b] = load_stream(qblk[b] + size_t(c) * kMmaChunkBytes<F>);
@@ -218,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
   auto compute = [&](const Stage& st, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int c = c0 + kWarps * u;
+      const int c = c0 + group_warps * u;
       if (c >= nchunks) break;
       mma_chunk<F, NT, RB, kTilesPerGroup>(
           a, st.wq[u], st.meta[u],
@@ -228,15 +247,15 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
           lut, acc, acc2);
     }
   };
-  constexpr int kStep = kWarps * U;
+  const int step = group_warps * U;
+  int c0 = part * kWarps + warp;
   Stage cur, nxt;
-  int c0 = warp;
   if (c0 < nchunks) load(cur, c0);
   pdl_wait();  // the weights are constant: their first chunks load while the previous kernel ends
   pdl_trigger();
   if constexpr (kSmemX) stage_x(a, xs);
-  for (; c0 < nchunks; c0 += kStep) {  // the next step's chunks are in flight while this one is decoded
-    if (c0 + kStep < nchunks) load(nxt, c0 + kStep);
+  for (; c0 < nchunks; c0 += step) {  // the next step's chunks are in flight while this one is decoded
+    if (c0 + step < nchunks) load(nxt, c0 + step);
     compute(cur, c0);
     cur = nxt;
   }
@@ -250,17 +269,46 @@ __global__ void __launch_bounds__(kThreads, (mma_min_ctas<NT, RB>)) gemv_mma_ker
       for (int i = 0; i < 4; ++i)
         red[(warp * kVals + (b * NT + n) * 4 + i) * 32 + lane] = acc[b][n][i] + acc2[b][n][i];
   __syncthreads();
-  mma_store_sums<F, NT, RB, kWarps>(a, red, warp, lane, blk0);
+  if (!kCluster) return mma_store_sums<F, NT, RB, kWarps>(a, red, warp, lane, blk0);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Split K: each CTA adds up its warps into red[v][lane] (in place: each entry is read and
+  // written by the one thread that owns it), then the cluster's CTAs share the outputs, each adding
+  // the parts' sums in the same order from their shared memory, so the result does not depend on
+  // which CTA ran first. The second sync keeps every CTA's shared memory alive until all have read.
+  for (int v = warp; v < kVals; v += kWarps) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += red[(w * kVals + v) * 32 + lane];
+    red[v * 32 + lane] = s;
+  }
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  mma_store<F, NT, RB>(a, part * kWarps + warp, group_warps, lane, blk0, [&](int v) {
+    float s = 0.0f;
+    for (int p = 0; p < parts; ++p) s += cluster.map_shared_rank(red, p)[v * 32 + lane];
+    return s;
+  });
+  cluster.sync();
+#endif
+}
+
+// a.k_splits (1, 2, 4, 8) CTAs per cluster; more than one only on sm_90 (the dispatcher's check).
+template <class F, int NT, int RB, bool kCluster>
+void launch_mma_cluster(const GemvArgs& a, cudaStream_t s) {
+  const unsigned parts = kCluster ? unsigned(a.k_splits) : 1u;
+  const dim3 grid((a.N + 16 * RB - 1) / (16 * RB) * parts);
+  if constexpr (NT == 1) {
+    if (smem_x_fits(a.M, a.K))
+      return launch_pdl_cluster(parts, gemv_mma_kernel<F, 1, RB, true, kCluster>, grid, kThreads,
+                                mma_red_bytes(RB, 1) + size_t(a.K) * 2, s, a);
+  }
+  launch_pdl_cluster(parts, gemv_mma_kernel<F, NT, RB, false, kCluster>, grid, kThreads, mma_red_bytes(RB, NT), s, a);
 }
 
 template <class F, int NT, int RB>
 void launch_mma_config(const GemvArgs& a, cudaStream_t s) {
-  const dim3 grid((a.N + 16 * RB - 1) / (16 * RB));
-  if constexpr (NT == 1) {
-    if (smem_x_fits(a.M, a.K))
-      return launch_pdl(gemv_mma_kernel<F, 1, RB, true>, grid, kThreads, mma_red_bytes(RB, 1) + size_t(a.K) * 2, s, a);
-  }
-  launch_pdl(gemv_mma_kernel<F, NT, RB>, grid, kThreads, mma_red_bytes(RB, NT), s, a);
+  a.k_splits > 1 ? launch_mma_cluster<F, NT, RB, true>(a, s) : launch_mma_cluster<F, NT, RB, false>(a, s);
 }
 
 // One, two or four 16-row blocks per CTA (a.mma_row_blocks), one or two token tiles.

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "env_table.h"
+#include "gemv_args.h"
 #include "nibble/error.h"
 
 namespace nibble::cuda {
@@ -104,19 +105,37 @@ TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M)
   c.fp4_decode = Fp4Decode::bits;
   c.rows_per_warp = 2;
   // Tensor cores: one row block per CTA up to 4 tokens, then two (one B fragment of X serves
-  // both), as the H100 sweep found best on most shapes (docs/perf/tune-2026-11-23.md).
-  c.row_blocks = M <= 4 ? 1 : 2;
+  // both), as the H100 sweep found best on most shapes (docs/perf/tune-2026-11-23.md); long rows
+  // (down projections) take two blocks split over a cluster at any M (docs/perf/gemv-cluster-2026-11-23.md).
+  c.row_blocks = M <= 4 && K < 8192 ? 1 : 2;
+  c.k_splits = default_k_splits(c.engine, format, K, N, M, c.row_blocks);
+  return c;
+}
+
+int default_k_splits(Engine engine, std::string_view format, int64_t K, int64_t N, int M, int row_blocks) {
+  if (engine == Engine::tensor_stream) return 1;
+  if (engine == Engine::tensor_cores) {
+    // clusters of CTAs on one row group, doubling while the grid still fits the SMs' CTA slots at
+    // once and each CTA keeps at least 2048 elements of a row
+    const int64_t ctas = (N + 16 * row_blocks - 1) / (16 * row_blocks);
+    const int64_t slots = int64_t(sm_count()) * detail::mma_ctas_per_sm(M > 8 ? 2 : 1, row_blocks);
+    int ks = 1;
+    while (ks < 4 && ctas * ks * 2 <= slots && K >= 2048 * ks * 2) ks *= 2;
+    return ks;
+  }
   // CUDA cores: a warp step covers 2048 elements of a row (32 lanes x 2 chunks of 32; FP3: 32 x 128;
   // FP16: 32 x 2 chunks of 8)
   const int64_t step = format == "razer-fp3-g128" ? 4096 : format == "fp16" ? 512 : 2048;
   const int64_t want_ctas = 15 * int64_t(sm_count()) / 8;
+  constexpr int kRowsPerWarp = 2;
+  int splits = 1;
   for (int ks : {1, 2, 4, 8}) {
     if (ks > 1 && K < step * ks) break;
-    c.k_splits = ks;
-    const int64_t rows_per_cta = 8 / ks * c.rows_per_warp;
-    if ((N + rows_per_cta - 1) / rows_per_cta >= want_ctas && K / ks <= 8192) return c;
+    splits = ks;
+    const int64_t rows_per_cta = 8 / ks * kRowsPerWarp;
+    if ((N + rows_per_cta - 1) / rows_per_cta >= want_ctas && K / ks <= 8192) break;
   }
-  return c;  // small N or very long rows: the most splits K allows
+  return splits;  // small N or very long rows: the most splits K allows
 }
 
 static detail::EnvTable<TuningEntry>& table() {
