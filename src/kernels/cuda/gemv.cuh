@@ -201,8 +201,8 @@ struct ChunkSet {
 // 8 R / k_splits rows, so small-N shapes still launch enough CTAs to fill every SM), then add up
 // through shared memory. The next step's chunks are loaded before the current step is decoded
 // (register double buffer) so every warp keeps its loads in flight while it computes.
-template <class F, int MT, int R, bool kSmemX = false>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
+template <class F, int MT, int R, bool kSmemX>
+__device__ __forceinline__ void gemv_body(const GemvArgs& a) {
   extern __shared__ uint4 xs[];  // kSmemX: X [M, K]
   // With the double buffer one chunk per row and buffer keeps 32 bytes per row in flight per lane;
   // without it (8-16 tokens: a second buffer would not fit beside their accumulators) two chunks.
@@ -292,6 +292,23 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
   }
 }
 
+template <class F, int MT, int R, bool kSmemX = false>
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
+  gemv_body<F, MT, R, kSmemX>(a);
+}
+// The one- and two-token, two-row instantiations of the fp16-sum path: left to itself ptxas gave
+// them fewer than 64 registers and a few bytes of spills (fp4-g128 M = 1: 48 registers, 16 bytes;
+// nvfp4 M = 2: 64, 12 bytes); a budget of 4 CTAs per SM (64 registers) compiles them without.
+template <class F, int MT, int R, bool kSmemX = false>
+__global__ void __launch_bounds__(kThreads, 4) gemv_kernel_4ctas(const GemvArgs a) {
+  gemv_body<F, MT, R, kSmemX>(a);
+}
+template <class F, int MT, int R, bool kSmemX = false>
+constexpr auto gemv_entry() {
+  if constexpr (HalfDot<F>::value && R == 2 && MT <= 2) return gemv_kernel_4ctas<F, MT, R, kSmemX>;
+  else return gemv_kernel<F, MT, R, kSmemX>;
+}
+
 // Launches the instantiation for MT = the smallest of {1, 2, 4, 8, 16} >= M and R rows per warp
 // (R = 4 only up to M = 8); a.k_splits warps share each row group.
 template <class F>
@@ -302,18 +319,18 @@ void launch_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
   auto go = [&](auto kernel, size_t smem = 0) { launch_pdl(kernel, grid, kThreads, smem, s, a); };
   const size_t xbytes = size_t(a.K) * 2;
   if (smem_x_fits(a.M, a.K)) {
-    R == 4 ? go(gemv_kernel<F, 1, 4, true>, xbytes) : go(gemv_kernel<F, 1, 2, true>, xbytes);
+    R == 4 ? go(gemv_entry<F, 1, 4, true>(), xbytes) : go(gemv_entry<F, 1, 2, true>(), xbytes);
   } else if (R == 4) {
-    if (a.M <= 1) go(gemv_kernel<F, 1, 4>);
-    else if (a.M <= 2) go(gemv_kernel<F, 2, 4>);
-    else if (a.M <= 4) go(gemv_kernel<F, 4, 4>);
-    else go(gemv_kernel<F, 8, 4>);
+    if (a.M <= 1) go(gemv_entry<F, 1, 4>());
+    else if (a.M <= 2) go(gemv_entry<F, 2, 4>());
+    else if (a.M <= 4) go(gemv_entry<F, 4, 4>());
+    else go(gemv_entry<F, 8, 4>());
   } else {
-    if (a.M <= 1) go(gemv_kernel<F, 1, 2>);
-    else if (a.M <= 2) go(gemv_kernel<F, 2, 2>);
-    else if (a.M <= 4) go(gemv_kernel<F, 4, 2>);
-    else if (a.M <= 8) go(gemv_kernel<F, 8, 2>);
-    else go(gemv_kernel<F, 16, 2>);
+    if (a.M <= 1) go(gemv_entry<F, 1, 2>());
+    else if (a.M <= 2) go(gemv_entry<F, 2, 2>());
+    else if (a.M <= 4) go(gemv_entry<F, 4, 2>());
+    else if (a.M <= 8) go(gemv_entry<F, 8, 2>());
+    else go(gemv_entry<F, 16, 2>());
   }
 }
 
