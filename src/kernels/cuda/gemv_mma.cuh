@@ -134,7 +134,7 @@ __device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[R
         F::decode_h(w, meta[b][0][hh], meta[b][1][hh], grp, a, lut, A);
 #pragma unroll
       for (int n = 0; n < NT; ++n)
-        mma_16816(!F::kScaledH ? d[b][n] : (j & 1) ? acc2[b][n] : acc[b][n], A, xb[n].x, xb[n].y);
+        mma_16816(!F::kScaledH ? d[b][n] : (j & 1) && NT == 1 ? acc2[b][n] : acc[b][n], A, xb[n].x, xb[n].y);
     }
     if (!F::kScaledH && j % kTilesPerGroup == kTilesPerGroup - 1) {  // the group's FP32 sum times its scale
 #pragma unroll
@@ -200,8 +200,9 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
     const __half* x = kSmemX ? reinterpret_cast<const __half*>(xs) : a.x;
     xrow[n] = reinterpret_cast<const uint2*>(x + size_t(min(token, a.M - 1)) * a.K + 4 * t);
   }
-  // Scaled policies accumulate every tile in the mma accumulators: even and odd tiles in two sets,
-  // two dependency chains instead of one, added at the end.
+  // Scaled policies accumulate every tile in the mma accumulators: with one token tile even and odd
+  // tiles in two sets, two dependency chains instead of one, added at the end (two token tiles are
+  // two chains already).
   float acc[RB][NT][4], acc2[RB][NT][4];
 #pragma unroll
   for (int b = 0; b < RB; ++b)
@@ -210,9 +211,15 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[b][n][i] = acc2[b][n][i] = 0.0f;
 
+  // Two token tiles of a scaled policy: X's B fragments of a step are loaded with its weights, one
+  // step ahead (in the registers acc2 leaves free), not right before their mma: ncu on gate_up at
+  // M = 16 found the warps stalled on those loads (L1 hit rate 45%, one issue every 6.9 cycles).
+  // (The other policies have no registers to spare there: int4-g128 would spill.)
+  constexpr bool kXAhead = F::kScaledH && NT == 2 && !kSmemX;
   struct Stage {
     uint4 wq[U][RB];
     typename F::Meta meta[U][RB][2][2];  // [u][block][row g / g + 8][first / second half of the chunk]
+    uint2 xb[kXAhead ? U : 1][4][NT];    // kXAhead: [u][tile j][token tile n]
   };
   auto load = [&](Stage& st, int c0) {
 #pragma unroll
@@ -234,6 +241,18 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
       }
     }
   };
+  auto load_x = [&](Stage& st, int c0) {  // X is the previous kernel's output: only after pdl_wait
+    if constexpr (kXAhead) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = min(c0 + group_warps * u, nchunks - 1);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int n = 0; n < NT; ++n) st.xb[u][j][n] = xon[n] ? __ldg(xrow[n] + 16 * c + 4 * j) : make_uint2(0u, 0u);
+      }
+    }
+  };
   auto compute = [&](const Stage& st, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -241,8 +260,12 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
       if (c >= nchunks) break;
       mma_chunk<F, NT, RB, kTilesPerGroup>(
           a, st.wq[u], st.meta[u],
-          [&](int n, int j) {
-            return !xon[n] ? make_uint2(0u, 0u) : kSmemX ? xrow[n][16 * c + 4 * j] : __ldg(xrow[n] + 16 * c + 4 * j);
+          [&](int n, int j) -> uint2 {
+            if constexpr (kXAhead) {
+              return st.xb[u][j][n];
+            } else {
+              return !xon[n] ? make_uint2(0u, 0u) : kSmemX ? xrow[n][16 * c + 4 * j] : __ldg(xrow[n] + 16 * c + 4 * j);
+            }
           },
           lut, acc, acc2);
     }
@@ -254,8 +277,9 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   pdl_wait();  // the weights are constant: their first chunks load while the previous kernel ends
   pdl_trigger();
   if constexpr (kSmemX) stage_x(a, xs);
+  if (c0 < nchunks) load_x(cur, c0);
   for (; c0 < nchunks; c0 += step) {  // the next step's chunks are in flight while this one is decoded
-    if (c0 + step < nchunks) load(nxt, c0 + step);
+    if (c0 + step < nchunks) load(nxt, c0 + step), load_x(nxt, c0 + step);
     compute(cur, c0);
     cur = nxt;
   }
