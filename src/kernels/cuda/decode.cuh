@@ -112,18 +112,20 @@ __device__ __forceinline__ float2 fp3x2_planes(uint32_t sgn, uint32_t e0, uint32
   return h2bits_to_float2(h);
 }
 
-// Unsigned 4-bit q minus zero point z, exact: fp16 0x6400 | q is 1024 + q; subtract 1024 + z.
-// zz: (1024 + z) as fp16 in both halves.
+// Unsigned 4-bit codes q of pair p (nibbles p, p + 4) as fp16 1024 + q: 0x6400 | q.
+__device__ __forceinline__ __half2 int4x2_plus_1024(uint32_t w, int p) {
+  const uint32_t h = ((w >> (4 * p)) & 0x000F000Fu) | 0x64006400u;
+  return *reinterpret_cast<const __half2*>(&h);
+}
+// q minus zero point z, exact: subtract 1024 + z. zz: (1024 + z) as fp16 in both halves.
 __device__ __forceinline__ uint32_t int4x2_minus_zero_h(uint32_t w, int p, __half2 zz) {
-  uint32_t h = ((w >> (4 * p)) & 0x000F000Fu) | 0x64006400u;
-  __half2 v = __hsub2(*reinterpret_cast<__half2*>(&h), zz);
+  __half2 v = __hsub2(int4x2_plus_1024(w, p), zz);
   return *reinterpret_cast<uint32_t*>(&v);
 }
 // The same times 2^-8 with one HFMA2 ((1024 + q) * 2^-8 = 4 + q / 256 is exact in fp16): nz is
 // -(1024 + z) * 2^-8 in both halves.
 __device__ __forceinline__ uint32_t int4x2_scaled_minus_zero_h(uint32_t w, int p, __half2 nz) {
-  uint32_t h = ((w >> (4 * p)) & 0x000F000Fu) | 0x64006400u;
-  __half2 v = __hfma2(*reinterpret_cast<__half2*>(&h), __float2half2_rn(0x1p-8f), nz);
+  __half2 v = __hfma2(int4x2_plus_1024(w, p), __float2half2_rn(0x1p-8f), nz);
   return *reinterpret_cast<uint32_t*>(&v);
 }
 

@@ -84,17 +84,21 @@ __device__ __forceinline__ void mma_store(const GemvArgs& a, int v0, int vstep, 
   }
 }
 
-// After each of the W warps of a CTA wrote its accumulators to red ([W][RB * NT * 4][32]: value
-// (block, token tile, register) of each lane) and a barrier: the warps add them up and store.
+// Value v of one lane summed over the W warps' accumulators in red ([W][kVals][32]: value (block,
+// token tile, register) of each lane), in warp order.
+template <int kVals, int W>
+__device__ __forceinline__ float warps_sum(const float* red, int v, int lane) {
+  float s = 0.0f;
+#pragma unroll
+  for (int w = 0; w < W; ++w) s += red[(w * kVals + v) * 32 + lane];
+  return s;
+}
+
+// After each of the W warps of a CTA wrote its accumulators to red and a barrier: the warps add
+// them up and store.
 template <class F, int NT, int RB, int W>
 __device__ __forceinline__ void mma_store_sums(const GemvArgs& a, const float* red, int warp, int lane, int blk0) {
-  constexpr int kVals = RB * NT * 4;
-  mma_store<F, NT, RB>(a, warp, W, lane, blk0, [&](int v) {
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < W; ++w) s += red[(w * kVals + v) * 32 + lane];
-    return s;
-  });
+  mma_store<F, NT, RB>(a, warp, W, lane, blk0, [&](int v) { return warps_sum<RB * NT * 4, W>(red, v, lane); });
 }
 
 // One 64-element chunk of each of the RB row blocks: every 16-wide tile decoded into A fragments
@@ -299,12 +303,7 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   // written by the one thread that owns it), then the cluster's CTAs share the outputs, each adding
   // the parts' sums in the same order from their shared memory, so the result does not depend on
   // which CTA ran first. The second sync keeps every CTA's shared memory alive until all have read.
-  for (int v = warp; v < kVals; v += kWarps) {
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) s += red[(w * kVals + v) * 32 + lane];
-    red[v * 32 + lane] = s;
-  }
+  for (int v = warp; v < kVals; v += kWarps) red[v * 32 + lane] = warps_sum<kVals, kWarps>(red, v, lane);
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();

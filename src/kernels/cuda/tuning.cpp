@@ -96,6 +96,10 @@ int sm_count() {
 }
 }  // namespace
 
+namespace {
+constexpr int kDefaultRowsPerWarp = 2;  // CUDA cores, the heuristic's rows per warp
+}
+
 // The rule the H100 tuning table follows (docs/perf/kernels-tuning-h100.json: 52 of its 64 M = 1
 // entries take 2 rows per warp): 2 rows per warp, and the fewest K splits that give about two CTAs
 // per SM and at most 8192 elements of a row per warp group (long rows: down projections).
@@ -103,7 +107,7 @@ TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M)
   TunedChoice c;
   c.engine = M >= 2 && format != "razer-fp3-g128" && K % 64 == 0 ? Engine::tensor_cores : Engine::cuda_cores;
   c.fp4_decode = Fp4Decode::bits;
-  c.rows_per_warp = 2;
+  c.rows_per_warp = kDefaultRowsPerWarp;
   // Tensor cores: one row block per CTA up to 4 tokens, then two (one B fragment of X serves
   // both), as the H100 sweep found best on most shapes (docs/perf/tune-2026-11-23.md); long rows
   // (down projections) take two blocks split over a cluster at any M (docs/perf/gemv-cluster-2026-11-23.md).
@@ -127,12 +131,11 @@ int default_k_splits(Engine engine, std::string_view format, int64_t K, int64_t 
   // FP16: 32 x 2 chunks of 8)
   const int64_t step = format == "razer-fp3-g128" ? 4096 : format == "fp16" ? 512 : 2048;
   const int64_t want_ctas = 15 * int64_t(sm_count()) / 8;
-  constexpr int kRowsPerWarp = 2;
   int splits = 1;
   for (int ks : {1, 2, 4, 8}) {
     if (ks > 1 && K < step * ks) break;
     splits = ks;
-    const int64_t rows_per_cta = 8 / ks * kRowsPerWarp;
+    const int64_t rows_per_cta = 8 / ks * kDefaultRowsPerWarp;
     if ((N + rows_per_cta - 1) / rows_per_cta >= want_ctas && K / ks <= 8192) break;
   }
   return splits;  // small N or very long rows: the most splits K allows
