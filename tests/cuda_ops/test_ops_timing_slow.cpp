@@ -40,7 +40,7 @@ void expect_finite(const std::vector<uint16_t>& h) {
 
 TEST(OpsTimingSlow, AttentionDecodeLlama8B) {
   const int nh = 32, nkv = 8, d = 128;
-  for (int B : {1, 64})
+  for (int B : {1, 16, 64})
     for (int ctx : {512, 4096}) {
       const size_t cache = size_t(B) * nkv * ctx * d;
       GpuBuffer<uint16_t> kc(cache), vc(cache), q(size_t(B) * nh * d), out(size_t(B) * nh * d);

@@ -1,5 +1,5 @@
 // `nibble bench kernels`: the decode GEMV kernels of every weight format on the projection shapes
-// of Llama-3.1-8B and Qwen3-32B, M in {1, 2, 4, 8, 16}, against the device copy bandwidth and
+// of Llama-3.1-8B and Qwen3-32B (or any KxN given), M in {1, 2, 4, 8, 16}, against the device copy bandwidth and
 // cuBLAS FP16, both measured in the same run. CUDA-graph replay timing, weights rotated over
 // several copies (more than the L2). Writes JSON rows and a Markdown table.
 #include <cstdio>
@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -149,7 +150,7 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
             [&](int c, cudaStream_t st) { nf4_dequantize(copies[size_t(c)], out.p, which, st); }, ncopies, stream, 24,
             o.replays);
         rows.push_back({"nf4", name, s.model, s.proj, s.K, s.N, 0, us,
-                        double(copies[0].bytes()) + 2.0 * double(s.N) * s.K, 0.0});
+                        double(copies[0].bytes()) + 2.0 * double(s.N) * s.K, 0.0, ""});
       }
     }
   }
@@ -164,10 +165,22 @@ void run_bench(const Options& opt_in) {
     if (!has_kernel(f)) throw Error(fmt::format("bench kernels: --formats: '{}' has no CUDA kernel", f));
   for (int M : o.ms)
     if (M < 1 || M > 16) throw Error(fmt::format("bench kernels: --m: {} is outside 1..16", M));
+  // The bench shapes selected, then any other KxN as a "custom" shape.
+  std::vector<Shape> shapes;
+  for (const Shape& s : kBenchShapes)
+    if (shape_selected(s, o.shapes)) shapes.push_back(s);
+  std::deque<std::string> custom_names;  // stable storage for the custom shapes' names
   for (const auto& x : o.shapes) {
     bool known = false;
     for (const Shape& s : kBenchShapes) known = known || shape_selected(s, {x});
-    if (!known) throw Error(fmt::format("bench kernels: --shapes: '{}' matches no bench shape (proj, model/proj or KxN)", x));
+    if (known) continue;
+    long long k = 0, n = 0;
+    char extra = 0;
+    if (std::sscanf(x.c_str(), "%lldx%lld%c", &k, &n, &extra) != 2 || k <= 0 || n <= 0 || k % 128 != 0 ||
+        k > (1 << 20) || n > (1 << 20))
+      throw Error(fmt::format(
+          "bench kernels: --shapes: '{}' is no bench shape (proj, model/proj) and no KxN with K a multiple of 128", x));
+    shapes.push_back({"custom", custom_names.emplace_back(x).c_str(), int(k), int(n)});
   }
   if (!o.tuning.empty()) load_tuning_table(o.tuning);
 
@@ -179,8 +192,7 @@ void run_bench(const Options& opt_in) {
               dev.sm_count, dev.l2_bytes / 1e6, copy_gbps);
   CublasFp16 blas;
   std::vector<Row> rows;
-  for (const Shape& s : kBenchShapes) {
-    if (!shape_selected(s, o.shapes)) continue;
+  for (const Shape& s : shapes) {
     std::fprintf(stderr, "bench: %s %s (K=%ld N=%ld)\n", s.model, s.proj, long(s.K), long(s.N));
     bench_shape(s, o, stream, blas, rows);
   }

@@ -1,9 +1,10 @@
 // Split-K decode attention (flash-decoding). Kernel 1: a CTA takes one (sequence, KV head, chunk of
-// up to 256 keys) for HPC query heads of the group; pass 1 computes the chunk's scores into shared
-// memory (each key row read once with 16-byte loads, D/8 lanes per key), then per head the chunk's
-// max and sum, pass 2 accumulates P.V; the partial (max, sum, acc) goes to the workspace. Kernel 2
-// combines the chunks of each (sequence, head). The grid is sized for max_pos_hint; a CTA whose
-// chunk starts past its query's position returns at once.
+// up to 256 keys) for HPC query heads of the group. The chunk's K and V rows arrive by cp.async in
+// tiles of 8 KB each, two tiles in flight, so a CTA waits on DRAM about once instead of once per
+// dependent load of each lane; per tile it computes the scores (D/8 lanes per key), updates each
+// head's running max and sum (online softmax), rescales and accumulates P.V. The partial (max, sum,
+// acc) goes to the workspace. Kernel 2 combines the chunks of each (sequence, head). The grid is
+// sized for max_pos_hint; a CTA whose chunk starts past its query's position returns at once.
 #include <algorithm>
 #include <cmath>
 
@@ -13,13 +14,17 @@
 
 namespace nibble::cuda::ops {
 using namespace detail;
+using tc::cp_async16;
+using tc::cp_async_commit;
+using tc::cp_async_wait;
 
 namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxChunk = 256;
-constexpr int kUnroll = 4;  // key rows in flight per lane
+template <int D>
+constexpr int kTile = 4096 / D;  // keys per tile: 8 KB of K and 8 KB of V in shared memory
 
 int chunk_slots(int max_ctx) { return (max_ctx + kMaxChunk - 1) / kMaxChunk + 32; }
 
@@ -42,12 +47,16 @@ __device__ __forceinline__ bool decode_pos_ok(const DecodeArgs& a, int p, int s)
 
 template <int D, int HPC>
 __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const DecodeArgs a) {
-  constexpr int kLpk = D / 8;       // lanes per key row (one 16-byte word each)
-  constexpr int kKpw = 32 / kLpk;   // key rows per warp load
-  constexpr int kStep = kWarps * kKpw * kUnroll;
-  __shared__ float s_p[HPC][kMaxChunk];
-  __shared__ float s_red[kWarps][HPC][D];
-  __shared__ float s_m[HPC];
+  constexpr int kLpk = D / 8;                       // lanes per key row (one 16-byte word each)
+  constexpr int kKpw = 32 / kLpk;                   // key rows per warp pass
+  constexpr int kPasses = kTile<D> / (kWarps * kKpw);  // passes per warp over a tile
+  constexpr int kWords = kTile<D> * kLpk;           // 16-byte words of one tile of K (or V)
+  static_assert(kPasses * kWarps * kKpw == kTile<D> && kWords % kThreads == 0);
+  __shared__ uint4 s_kv[2][2][kWords];  // [stage][K, V][key row of the tile][word]
+  __shared__ float s_p[HPC][kTile<D>];
+  __shared__ float s_m[HPC], s_l[HPC], s_alpha[HPC];
+  static_assert(sizeof(float) * kWarps * HPC * D <= sizeof(s_kv));
+  float* s_red = reinterpret_cast<float*>(s_kv);  // [kWarps][HPC][D], after the last tile
   pdl_wait();
   pdl_trigger();
 
@@ -56,8 +65,26 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
   const int p = a.pos[b], s = a.slot[b];
   const int c0 = blockIdx.x * a.chunk;
   if (!decode_pos_ok(a, p, s) || c0 > p) return;
-  const int n = min(a.chunk, p + 1 - c0);
+  const int n = min(a.chunk, p + 1 - c0), tiles = (n + kTile<D> - 1) / kTile<D>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % kLpk, kr = lane / kLpk;
+  const int64_t head_off = ((int64_t(s) * a.nkv + g) * a.max_ctx + c0) * D;
+  const uint16_t* kp = a.k + head_off;
+  const uint16_t* vp = a.v + head_off;
+
+  // Tile t's K and V rows (contiguous in the cache) into stage t % 2 as one cp.async group; rows
+  // past the chunk are zero-filled (their scores are masked, so their p is 0).
+  auto load_tile = [&](int t) {
+    if (t < tiles)
+#pragma unroll
+      for (int i = threadIdx.x; i < 2 * kWords; i += kThreads) {
+        const int which = i / kWords, w = i % kWords, row = t * kTile<D> + w / kLpk;
+        const uint16_t* src = (which ? vp : kp) + int64_t(min(row, n - 1)) * D + (w % kLpk) * 8;
+        cp_async16(&s_kv[t & 1][which][w], src, row < n);
+      }
+    cp_async_commit();  // an empty group past the last tile keeps the wait count uniform
+  };
+  load_tile(0);
+  load_tile(1);
 
   float qv[HPC][8];
 #pragma unroll
@@ -66,26 +93,21 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
 #pragma unroll
     for (int e = 0; e < 8; ++e) qv[h][e] *= a.qscale;
   }
-  const int64_t head_off = ((int64_t(s) * a.nkv + g) * a.max_ctx + c0) * D + sub * 8;
-  const uint16_t* kp = a.k + head_off;
-  const uint16_t* vp = a.v + head_off;
+  if (threadIdx.x < HPC) s_m[threadIdx.x] = -INFINITY, s_l[threadIdx.x] = 0.0f;
 
-  // Pass 1: scores. Loop bounds are warp-uniform (the shuffles need every lane). Each key's value
-  // row is requested into L2 beside it (one lane per 128-byte line), so pass 2's loads start from L2
-  // rather than waiting on DRAM after pass 1.
-  for (int j0 = warp * kKpw * kUnroll; j0 < n; j0 += kStep) {
-    uint4 w[kUnroll];
+  // Online softmax over the chunk's tiles: per tile the scores, then per head the running max and
+  // sum (and the factor that rescales the running P.V), then P.V, while the next tile loads.
+  float acc[HPC][8] = {};
+  for (int t = 0; t < tiles; ++t) {
+    cp_async_wait<1>();
+    __syncthreads();
+    const uint4* ks = s_kv[t & 1][0];
+    const uint4* vs = s_kv[t & 1][1];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = j0 + u * kKpw + kr;
-      w[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(kp + int64_t(j) * D)) : make_uint4(0, 0, 0, 0);
-      if (j < n && sub % 8 == 0) prefetch_l2(vp + int64_t(j) * D);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kPasses; ++u) {
+      const int r = (u * kWarps + warp) * kKpw + kr;
       float kf[8];
-      unpack8(w[u], kf);
-      const int j = j0 + u * kKpw + kr;
+      unpack8(ks[r * kLpk + sub], kf);
 #pragma unroll
       for (int h = 0; h < HPC; ++h) {
         float dot = 0;
@@ -93,52 +115,46 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
         for (int e = 0; e < 8; ++e) dot += qv[h][e] * kf[e];
 #pragma unroll
         for (int o = kLpk / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        if (sub == 0 && j < n) s_p[h][j] = dot;
+        if (sub == 0) s_p[h][r] = t * kTile<D> + r < n ? dot : -INFINITY;
       }
     }
-  }
-  __syncthreads();
-
-  // Per head: the chunk's max, p = 2^(s - max) in place, the sum; written to the workspace.
-  const int64_t ws = (int64_t(b) * a.nh + h0) * a.slots + blockIdx.x;  // (b, h0, chunk) slot index
-  for (int h = warp; h < HPC; h += kWarps) {
-    float mx = -INFINITY;
-    for (int j = lane; j < n; j += 32) mx = fmaxf(mx, s_p[h][j]);
-    mx = warp_max(mx);
-    float sum = 0;
-    for (int j = lane; j < n; j += 32) sum += (s_p[h][j] = exp2f(s_p[h][j] - mx));
-    sum = warp_sum(sum);
-    if (lane == 0) {
-      s_m[h] = mx;
-      a.ws_ml[(ws + int64_t(h) * a.slots) * 2] = mx;
-      a.ws_ml[(ws + int64_t(h) * a.slots) * 2 + 1] = sum;
+    __syncthreads();
+    for (int h = warp; h < HPC; h += kWarps) {
+      float mx = -INFINITY;
+      for (int j = lane; j < kTile<D>; j += 32) mx = fmaxf(mx, s_p[h][j]);
+      const float m_old = s_m[h], m_new = fmaxf(m_old, warp_max(mx));  // finite: the tile has a key
+      float sum = 0;
+      for (int j = lane; j < kTile<D>; j += 32) sum += (s_p[h][j] = exp2f(s_p[h][j] - m_new));
+      sum = warp_sum(sum);
+      __syncwarp();
+      if (lane == 0) {
+        const float alpha = exp2f(m_old - m_new);
+        s_alpha[h] = alpha, s_m[h] = m_new, s_l[h] = s_l[h] * alpha + sum;
+      }
     }
-  }
-  __syncthreads();
-
-  // Pass 2: acc[h][8 columns of this lane] += p[h][j] * v[j].
-  float acc[HPC][8] = {};
-  for (int j0 = warp * kKpw * kUnroll; j0 < n; j0 += kStep) {
-    uint4 w[kUnroll];
+    __syncthreads();
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = j0 + u * kKpw + kr;
-      w[u] = j < n ? __ldg(reinterpret_cast<const uint4*>(vp + int64_t(j) * D)) : make_uint4(0, 0, 0, 0);
+    for (int h = 0; h < HPC; ++h) {
+      const float alpha = s_alpha[h];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[h][e] *= alpha;
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = j0 + u * kKpw + kr;
-      if (j >= n) continue;
+    for (int u = 0; u < kPasses; ++u) {
+      const int r = (u * kWarps + warp) * kKpw + kr;
       float vf[8];
-      unpack8(w[u], vf);
+      unpack8(vs[r * kLpk + sub], vf);
 #pragma unroll
       for (int h = 0; h < HPC; ++h) {
-        const float pj = s_p[h][j];
+        const float pj = s_p[h][r];
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[h][e] += pj * vf[e];
       }
     }
+    __syncthreads();  // stage t % 2 and s_p are free again
+    load_tile(t + 2);
   }
+
   // Lanes of the same columns (different key rows) add up, then the warps through shared memory.
 #pragma unroll
   for (int h = 0; h < HPC; ++h)
@@ -150,13 +166,18 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
 #pragma unroll
     for (int h = 0; h < HPC; ++h)
 #pragma unroll
-      for (int e = 0; e < 8; ++e) s_red[warp][h][sub * 8 + e] = acc[h][e];
+      for (int e = 0; e < 8; ++e) s_red[(warp * HPC + h) * D + sub * 8 + e] = acc[h][e];
   __syncthreads();
+  const int64_t ws = (int64_t(b) * a.nh + h0) * a.slots + blockIdx.x;  // (b, h0, chunk) slot index
+  if (threadIdx.x < HPC) {
+    a.ws_ml[(ws + int64_t(threadIdx.x) * a.slots) * 2] = s_m[threadIdx.x];
+    a.ws_ml[(ws + int64_t(threadIdx.x) * a.slots) * 2 + 1] = s_l[threadIdx.x];
+  }
   for (int i = threadIdx.x; i < HPC * D; i += kThreads) {
     const int h = i / D, e = i % D;
     float sum = 0;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += s_red[w][h][e];
+    for (int w = 0; w < kWarps; ++w) sum += s_red[(w * HPC + h) * D + e];
     a.ws_acc[(ws + int64_t(h) * a.slots) * D + e] = sum;
   }
 }
