@@ -64,6 +64,14 @@ __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
   return *reinterpret_cast<uint32_t*>(&r);
 }
 
+// The low (or high) half of an fp16 pair in both halves; written as a half2 broadcast, not a PRMT,
+// so that ptxas can fold it into the operand of the HMUL2 that consumes it.
+__device__ __forceinline__ uint32_t half_dup(uint32_t x, bool high) {
+  const __half2 h = *reinterpret_cast<const __half2*>(&x);
+  const __half2 r = high ? __high2half2(h) : __low2half2(h);
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
 // Four unsigned minifloat scale bytes (3 mantissa bits; E4M3: 7 bits used, E3M3: 6) as exact fp16
 // values, each in both halves of S[i]: the bits shifted into fp16 are value * 2^-kFactorLog2 (E4M3:
 // 8, E3M3: 12), then one exact multiply per two scales.
@@ -73,7 +81,7 @@ __device__ __forceinline__ void minifloat4_dup_h2(uint32_t bytes, uint32_t (&S)[
   constexpr uint32_t f = uint32_t(15 + kFactorLog2) << 10, f2 = f | f << 16;  // 2^factor as fp16
   const uint32_t even = hmul2_bits((bytes << 7) & mask, f2);  // bytes 0 and 2
   const uint32_t odd = hmul2_bits((bytes >> 1) & mask, f2);   // bytes 1 and 3
-  S[0] = prmt(even, 0x1010u), S[1] = prmt(odd, 0x1010u), S[2] = prmt(even, 0x3232u), S[3] = prmt(odd, 0x3232u);
+  S[0] = half_dup(even, false), S[1] = half_dup(odd, false), S[2] = half_dup(even, true), S[3] = half_dup(odd, true);
 }
 
 // RaZeR: -0.0 (the code 1000 / 100) is the special value.
