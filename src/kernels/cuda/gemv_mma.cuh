@@ -195,12 +195,12 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
     srow1[b] = a.scales + size_t(min(r0 + 8, a.N - 1)) * F::s_row_bytes(a.K);
   }
 
-  const uint2* xrow[NT];  // this lane's B fragments: 4 halves of token n * 8 + g at k = 64c + 16j + 4t
-  bool xon[NT];
+  // This lane's B fragments: 4 halves of token n * 8 + g at k = 64c + 16j + 4t. Tokens past M read
+  // the last row: a token's column of the mma is its own, and those columns are never stored.
+  const uint2* xrow[NT];
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
     const int token = n * 8 + g;
-    xon[n] = token < a.M;
     const __half* x = kSmemX ? reinterpret_cast<const __half*>(xs) : a.x;
     xrow[n] = reinterpret_cast<const uint2*>(x + size_t(min(token, a.M - 1)) * a.K + 4 * t);
   }
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
-          for (int n = 0; n < NT; ++n) st.xb[u][j][n] = xon[n] ? __ldg(xrow[n] + 16 * c + 4 * j) : make_uint2(0u, 0u);
+          for (int n = 0; n < NT; ++n) st.xb[u][j][n] = __ldg(xrow[n] + 16 * c + 4 * j);
       }
     }
   };
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
             if constexpr (kXAhead) {
               return st.xb[u][j][n];
             } else {
-              return !xon[n] ? make_uint2(0u, 0u) : kSmemX ? xrow[n][16 * c + 4 * j] : __ldg(xrow[n] + 16 * c + 4 * j);
+              return kSmemX ? xrow[n][16 * c + 4 * j] : __ldg(xrow[n] + 16 * c + 4 * j);
             }
           },
           lut, acc, acc2);
