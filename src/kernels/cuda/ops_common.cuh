@@ -34,9 +34,6 @@ inline void check_launch(const char* fn) {
                 cudaGetErrorString(e));
 }
 
-// Asks for the 128-byte line holding p to be brought into L2 (no register, no wait).
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
 __device__ __forceinline__ float h2f(uint16_t b) { return __half2float(__ushort_as_half(b)); }
 __device__ __forceinline__ uint16_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
