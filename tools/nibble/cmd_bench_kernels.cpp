@@ -174,13 +174,11 @@ void run_bench(const Options& opt_in) {
     bool known = false;
     for (const Shape& s : kBenchShapes) known = known || shape_selected(s, {x});
     if (known) continue;
-    long long k = 0, n = 0;
-    char extra = 0;
-    if (std::sscanf(x.c_str(), "%lldx%lld%c", &k, &n, &extra) != 2 || k <= 0 || n <= 0 || k % 128 != 0 ||
-        k > (1 << 20) || n > (1 << 20))
+    const auto kn = cli::parse_kxn(x);
+    if (!kn || kn->first % 128 != 0 || kn->first > (1 << 20) || kn->second > (1 << 20))
       throw Error(fmt::format(
           "bench kernels: --shapes: '{}' is no bench shape (proj, model/proj) and no KxN with K a multiple of 128", x));
-    shapes.push_back({"custom", custom_names.emplace_back(x).c_str(), int(k), int(n)});
+    shapes.push_back({"custom", custom_names.emplace_back(x).c_str(), int(kn->first), int(kn->second)});
   }
   if (!o.tuning.empty()) load_tuning_table(o.tuning);
 

@@ -34,11 +34,9 @@ struct TuneOptions {
 };
 
 std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
-  long long k = 0, n = 0;
-  char extra = 0;
-  if (std::sscanf(s.c_str(), "%lldx%lld%c", &k, &n, &extra) != 2 || k <= 0 || n <= 0)
-    throw Error(fmt::format("tune: --shapes: '{}' is not KxN", s));
-  return {k, n};
+  const auto kn = cli::parse_kxn(s);
+  if (!kn) throw Error(fmt::format("tune: --shapes: '{}' is not KxN", s));
+  return *kn;
 }
 
 // Candidates per (format, shape, M). CUDA cores: rows per warp x K splits (paper 000 App. E's

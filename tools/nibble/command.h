@@ -3,8 +3,11 @@
 // a command touches one new file and nothing else.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nibble::cli {
@@ -21,6 +24,9 @@ CLI::App* bench_group(CLI::App& app);
 void add_cuda_only_command(CLI::App* parent, const std::string& name, const std::string& label,
                            const std::string& description, const std::vector<std::string>& options,
                            const std::vector<std::string>& flags = {});
+
+// "KxN" (two positive integers, nothing after them) as (K, N); nullopt when s is not of that form.
+std::optional<std::pair<int64_t, int64_t>> parse_kxn(const std::string& s);
 
 }  // namespace nibble::cli
 

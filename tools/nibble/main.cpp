@@ -24,6 +24,13 @@ CLI::App* bench_group(CLI::App& app) {
   return app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
 }
 
+std::optional<std::pair<int64_t, int64_t>> parse_kxn(const std::string& s) {
+  long long k = 0, n = 0;
+  char extra = 0;
+  if (std::sscanf(s.c_str(), "%lldx%lld%c", &k, &n, &extra) != 2 || k <= 0 || n <= 0) return std::nullopt;
+  return std::pair<int64_t, int64_t>{k, n};
+}
+
 void add_cuda_only_command(CLI::App* parent, const std::string& name, const std::string& label,
                            const std::string& description, const std::vector<std::string>& options,
                            const std::vector<std::string>& flags) {

@@ -264,18 +264,18 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
     for (int u = 0; u < U; ++u) {
       const int c = c0 + group_warps * u;
       if (c >= nchunks) break;
-      typename F::Meta ms[RB][2][2];
-#pragma unroll
-      for (int b = 0; b < RB; ++b) {
+      typename F::Meta ms[RB][2][2];  // scaled policies: split here from the whole words
+      const auto& meta = [&]() -> const typename F::Meta(&)[RB][2][2] {
         if constexpr (F::kScaledH) {
-          tile_meta<F>(st.sw[u][b][0], st.sw[u][b][1], ms[b]);
-        } else {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) ms[b][i / 2][i % 2] = st.meta[u][b][i / 2][i % 2];
+          for (int b = 0; b < RB; ++b) tile_meta<F>(st.sw[u][b][0], st.sw[u][b][1], ms[b]);
+          return ms;
+        } else {
+          return st.meta[u];
         }
-      }
+      }();
       mma_chunk<F, NT, RB, kTilesPerGroup>(
-          a, st.wq[u], ms,
+          a, st.wq[u], meta,
           [&](int n, int j) -> uint2 {
             if constexpr (kXAhead) {
               return st.xb[u][j][n];

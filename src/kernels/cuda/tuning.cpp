@@ -94,11 +94,9 @@ int sm_count() {
   }();
   return n;
 }
-}  // namespace
 
-namespace {
 constexpr int kDefaultRowsPerWarp = 2;  // CUDA cores, the heuristic's rows per warp
-}
+}  // namespace
 
 // The rule the H100 tuning table follows (docs/perf/kernels-tuning-h100.json: 52 of its 64 M = 1
 // entries take 2 rows per warp): 2 rows per warp, and the fewest K splits that give about two CTAs
