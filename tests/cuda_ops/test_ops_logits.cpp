@@ -148,22 +148,32 @@ struct SampleRow {
   float temp, top_p, u;
 };
 
-// Runs the GPU sampler on B rows of z and compares each row with ref_sample.
+std::vector<ops::SampleRow> fixed_rows(const std::vector<SampleRow>& rows) {
+  std::vector<ops::SampleRow> out;
+  for (const SampleRow& r : rows) out.push_back({r.temp, r.top_p, r.u, 0.0f, 0.0});
+  return out;
+}
+
+// Runs the GPU sampler on B rows of z (twice: the same ids every run) and compares each row with
+// ref_sample.
 void expect_samples(const std::vector<float>& z, int B, int V, const std::vector<SampleRow>& rows) {
-  std::vector<float> t(static_cast<size_t>(B)), p(static_cast<size_t>(B)), u(static_cast<size_t>(B));
-  for (int b = 0; b < B; ++b) t[size_t(b)] = rows[size_t(b)].temp, p[size_t(b)] = rows[size_t(b)].top_p, u[size_t(b)] = rows[size_t(b)].u;
-  GpuBuffer<float> dz(z), dt(t), dp(p), du(u);
+  GpuBuffer<float> dz(z);
+  GpuBuffer<ops::SampleRow> dr(fixed_rows(rows));
   GpuBuffer<int32_t> out(static_cast<size_t>(B));
   GpuBuffer<uint8_t> ws(std::max<size_t>(1, ops::sample_workspace_bytes(B, V)));
   out.poison();
-  ops::sample(dz.get(), B, V, dt.get(), dp.get(), du.get(), out.get(), ws.get(), nullptr);
+  ops::sample(dz.get(), B, V, dr.get(), ops::SampleRule::fixed, out.get(), nullptr, ws.get(), nullptr);
   const auto got = out.host();
   for (int b = 0; b < B; ++b) {
+    const SampleRow& r = rows[size_t(b)];
     double margin;
-    const int want = ref_sample(&z[size_t(b) * V], V, t[size_t(b)], p[size_t(b)], u[size_t(b)], &margin);
-    EXPECT_EQ(got[size_t(b)], want) << "row " << b << " V=" << V << " temperature=" << t[size_t(b)]
-                                    << " top_p=" << p[size_t(b)] << " u=" << u[size_t(b)];
+    const int want = ref_sample(&z[size_t(b) * V], V, r.temp, r.top_p, r.u, &margin);
+    EXPECT_EQ(got[size_t(b)], want) << "row " << b << " V=" << V << " temperature=" << r.temp << " top_p=" << r.top_p
+                                    << " u=" << r.u;
   }
+  out.poison();
+  ops::sample(dz.get(), B, V, dr.get(), ops::SampleRule::fixed, out.get(), nullptr, ws.get(), nullptr);
+  EXPECT_EQ(out.host(), got) << "a second run drew other ids";
 }
 
 TEST_F(OpsLogits, SampleMatchesReferenceChoice) {
@@ -190,8 +200,9 @@ TEST_F(OpsLogits, SampleMatchesReferenceChoice) {
 }
 
 TEST_F(OpsLogits, SampleNearlyFlatManyCandidates) {
-  // Tens of thousands of candidates: the list does not fit in shared memory.
-  const int V = 50000;
+  // Nearly flat over a large vocabulary: thousands of tokens per 1/16-octave bucket, so the
+  // bucket's list does not fit in shared memory.
+  const int V = 151936;
   std::vector<float> z;
   std::vector<SampleRow> rows;
   for (float top : {1.0f, 0.99f, 0.6f}) {
@@ -207,6 +218,41 @@ TEST_F(OpsLogits, SampleNearlyFlatManyCandidates) {
     rows.push_back(r);
   }
   expect_samples(z, int(rows.size()), V, rows);
+}
+
+// ReSET's rule inside the sampler: a row takes `temperature` when its entropy reaches the
+// threshold, else t_low, and draws what the fixed rule draws at that temperature; the entropies
+// are the bits logits_entropy_argmax gives.
+TEST_F(OpsLogits, SampleEntropyRuleMatchesFixedTemperatures) {
+  const int B = 6, V = 32000;
+  std::vector<float> z;
+  for (int b = 0; b < B; ++b) {
+    const auto zr = spaced_logits(V, 4 + 20 * uniform(), 10 * normal());
+    z.insert(z.end(), zr.begin(), zr.end());
+  }
+  GpuBuffer<float> dz(z), h(static_cast<size_t>(B)), h_rule(static_cast<size_t>(B));
+  GpuBuffer<int32_t> arg(static_cast<size_t>(B)), out(static_cast<size_t>(B)), out_fixed(static_cast<size_t>(B));
+  GpuBuffer<uint8_t> ws(std::max(ops::sample_workspace_bytes(B, V), ops::entropy_workspace_bytes(B, V)));
+  ops::logits_entropy_argmax(dz.get(), B, V, h.get(), arg.get(), ws.get(), nullptr);
+  const std::vector<float> entropy = h.host();
+  std::vector<ops::SampleRow> rule(B), fixed(B);
+  for (int b = 0; b < B; ++b) {
+    const bool high = b % 2 == 0;  // odd rows below their threshold, even rows exactly at it
+    const float u = float(uniform());
+    rule[size_t(b)] = {1.2f, 0.9f, u, 0.3f, double(entropy[size_t(b)]) + (high ? 0.0 : 0.25)};
+    fixed[size_t(b)] = {high ? 1.2f : 0.3f, 0.9f, u, 0.0f, 0.0};
+  }
+  GpuBuffer<ops::SampleRow> drule(rule), dfixed(fixed);
+  h_rule.poison();
+  ops::sample(dz.get(), B, V, drule.get(), ops::SampleRule::entropy, out.get(), h_rule.get(), ws.get(), nullptr);
+  ops::sample(dz.get(), B, V, dfixed.get(), ops::SampleRule::fixed, out_fixed.get(), nullptr, ws.get(), nullptr);
+  EXPECT_EQ(h_rule.host(), entropy);
+  EXPECT_EQ(out.host(), out_fixed.host());
+  for (int b = 0; b < B; ++b) {
+    double margin;
+    const int want = ref_sample(&z[size_t(b) * V], V, fixed[size_t(b)].temperature, 0.9, fixed[size_t(b)].u, &margin);
+    if (margin > 1e-5) EXPECT_EQ(out.host()[size_t(b)], want) << "row " << b;
+  }
 }
 
 TEST_F(OpsLogits, SampleTiesGoToLowerIds) {
@@ -231,7 +277,10 @@ TEST(OpsLogitsArgs, BadShapesThrow) {
   EXPECT_THROW(ops::logits_entropy_argmax(f.get(), 1, 0, f.get(), i.get(), f.get(), nullptr), Error);
   EXPECT_THROW(ops::logits_entropy_argmax(f.get(), 1, 8, f.get(), i.get(), nullptr, nullptr), Error);  // no workspace
   EXPECT_THROW(ops::token_nll(f.get(), 1, 4, nullptr, f.get(), nullptr), Error);
-  EXPECT_THROW(ops::sample(f.get(), 1, 4, f.get(), f.get(), f.get(), i.get(), nullptr, nullptr), Error);
+  GpuBuffer<ops::SampleRow> r(1);
+  EXPECT_THROW(ops::sample(f.get(), 1, 4, r.get(), ops::SampleRule::fixed, i.get(), nullptr, nullptr, nullptr),
+               Error);  // no workspace
+  EXPECT_THROW(ops::sample_workspace_bytes(1, 1 << 20), Error);  // beyond the exact sums' range
 }
 
 }  // namespace

@@ -90,12 +90,12 @@ TEST(OpsTimingSlow, SampleAndEntropyQwenVocab) {
       std::mt19937 gen(5);
       std::normal_distribution<float> nd(0.0f, 3.0f);
       for (size_t i = 0; i < z.size(); ++i) z[i] = broad ? float(std::sin(double(i) * 0.37) * 8) : nd(gen);
-      GpuBuffer<float> dz(z), temp(std::vector<float>(size_t(B), 0.7f)), top(std::vector<float>(size_t(B), 0.9f)),
-          u(std::vector<float>(size_t(B), 0.42f)), ent(static_cast<size_t>(B));
+      GpuBuffer<float> dz(z), ent(static_cast<size_t>(B));
+      GpuBuffer<ops::SampleRow> rows(std::vector<ops::SampleRow>(size_t(B), {0.7f, 0.9f, 0.42f, 0.0f, 0.0}));
       GpuBuffer<int32_t> out(static_cast<size_t>(B)), arg(static_cast<size_t>(B));
       GpuBuffer<uint8_t> ws(std::max(ops::sample_workspace_bytes(B, V), ops::entropy_workspace_bytes(B, V)));
       const double us_sample = mean_us(
-          [&] { ops::sample(dz.get(), B, V, temp.get(), top.get(), u.get(), out.get(), ws.get(), nullptr); });
+          [&] { ops::sample(dz.get(), B, V, rows.get(), ops::SampleRule::fixed, out.get(), nullptr, ws.get(), nullptr); });
       const double us_ent = mean_us([&] { ops::logits_entropy_argmax(dz.get(), B, V, ent.get(), arg.get(), ws.get(), nullptr); });
       std::printf("%s logits: sample B=%d V=%d (T=0.7, top_p=0.9): %.1f us; logits_entropy_argmax: %.1f us\n",
                   broad ? "broad" : "peaked", B, V, us_sample, us_ent);

@@ -81,23 +81,34 @@ void half_to_float(const uint16_t* x, int64_t n, float* y, cudaStream_t stream);
 // are split over many CTAs, whose partial sums go to `workspace` (entropy_workspace_bytes(B, V):
 // enough for any call with at most B rows).
 size_t entropy_workspace_bytes(int B, int V);
-// ReSET's rule on the device (ResetController::next_threshold): temperature[b] = t_high[b] when
-// double(entropy[b]) >= threshold[b], else t_low[b], the comparison the host rule makes.
-void entropy_temperature(const float* entropy, const double* threshold, const float* t_low, const float* t_high,
-                         int B, float* temperature, cudaStream_t stream);
 void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, int32_t* argmax, void* workspace,
                            cudaStream_t stream);
 
-// Per row b: draws a token from softmax(logits[b] / temperature[b]) restricted to the nucleus
-// top_p[b] (the smallest set of most probable tokens whose mass reaches top_p; 1 = all), with the
-// uniform number u[b] in [0, 1) (inverse CDF over the kept tokens in descending-probability order,
-// ties to the lower id). temperature[b] <= 0 means greedy (argmax). Writes out[b].
-// No sort: bisection over the probability values, FP64 sums (see ops_sample.cu). u >= 1 or NaN
-// inputs give some valid id, never a crash. `workspace` must hold sample_workspace_bytes(B, V)
-// bytes (B * V * 8: a candidate list per row).
+// One row's sampling inputs (an array of them is uploaded in one copy).
+struct SampleRow {
+  float temperature = 0;  // <= 0: greedy (argmax); with SampleRule::entropy, the temperature at
+                          // entropy >= threshold
+  float top_p = 1;        // the nucleus mass; 1 = all tokens
+  float u = 0;            // the uniform draw in [0, 1)
+  float t_low = 0;        // SampleRule::entropy: the temperature at entropy < threshold
+  double threshold = 0;   // SampleRule::entropy: ReSET's entropy threshold (nats)
+};
+// fixed: each row's temperature as given. entropy: ReSET's rule on the device
+// (ResetController::next_threshold): temperature when double(entropy) >= threshold, else t_low,
+// the comparison the host rule makes.
+enum class SampleRule { fixed, entropy };
+
+// Per row b: draws a token from softmax(logits[b] / T) restricted to the nucleus top_p (the
+// smallest set of most probable tokens whose mass reaches top_p; 1 = all), with the uniform number
+// u (inverse CDF over the kept tokens in descending-probability order, ties to the lower id).
+// T <= 0 means greedy (argmax). Writes out[b] and, when `entropy` is not null, the row's entropy
+// at temperature 1 (the bits logits_entropy_argmax gives). No sort: a radix search over the
+// probability bits with exact fixed-point sums (see ops_sample.cu). u >= 1 or NaN inputs give
+// some valid id, never a crash. `workspace` must hold sample_workspace_bytes(B, V) bytes (a
+// candidate list per row: B * V * 8, plus histograms).
 size_t sample_workspace_bytes(int B, int V);
-void sample(const float* logits, int B, int V, const float* temperature, const float* top_p, const float* u,
-            int32_t* out, void* workspace, cudaStream_t stream);
+void sample(const float* logits, int B, int V, const SampleRow* rows, SampleRule rule, int32_t* out, float* entropy,
+            void* workspace, cudaStream_t stream);
 
 // nll[t] = -log softmax(logits[t])[target[t]] for FP32 logits [T, V] (perplexity on the device);
 // NaN for a target outside [0, V).

@@ -4,6 +4,7 @@
 
 #include "gemm_launch.cuh"
 #include "nibble/cuda/ops.h"
+#include "logits_partial.cuh"
 #include "ops_common.cuh"
 
 namespace nibble::cuda::ops {
@@ -12,13 +13,6 @@ using namespace detail;
 namespace {
 
 constexpr int kThreads = 1024;
-
-// A chunk's statistics relative to its own max m: Z = sum e^(z - m), A = sum e^(z - m) (z - m).
-struct Partial {
-  ArgMax best;
-  double zs, za;
-};
-
 constexpr int kChunkThreads = 256;
 
 // Rows split in chunks so that few rows still fill the GPU: grid (chunks, rows).
@@ -28,11 +22,14 @@ int entropy_chunks(int B, int V) {
 }
 
 __global__ void __launch_bounds__(kChunkThreads)
-    entropy_partial_kernel(const float* logits, int V, int chunk, Partial* out) {
+    logit_partial_kernel(const float* logits, int V, int chunk, Partial* out, uint64_t* zero, int zero_per_row) {
   pdl_wait();
   pdl_trigger();
   __shared__ ArgMax s_arg[32];
   __shared__ double s_sum[32];
+  if (zero)
+    for (int i = blockIdx.x * kChunkThreads + threadIdx.x; i < zero_per_row; i += gridDim.x * kChunkThreads)
+      zero[int64_t(blockIdx.y) * zero_per_row + i] = 0;
   const int c0 = blockIdx.x * chunk, n = max(0, min(chunk, V - c0));
   const float* z = logits + int64_t(blockIdx.y) * V + c0;
   ArgMax best{-INFINITY, 0x7fffffff};
@@ -52,27 +49,14 @@ __global__ void __launch_bounds__(kChunkThreads)
   if (threadIdx.x == 0) out[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = Partial{best, zs, za};
 }
 
-// One warp per row: the chunks' partials rebased to the row's max M; H = log Z - A / Z.
+// One warp per row.
 __global__ void entropy_combine_kernel(const Partial* parts, int chunks, float* entropy, int32_t* argmax) {
   pdl_wait();
   pdl_trigger();
-  const Partial* p = parts + int64_t(blockIdx.x) * chunks;
-  ArgMax best{-INFINITY, 0x7fffffff};
-  for (int c = threadIdx.x; c < chunks; c += 32) best = better(best, p[c].best);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    best = better(best, ArgMax{__shfl_xor_sync(0xffffffffu, best.v, o), __shfl_xor_sync(0xffffffffu, best.i, o)});
-  double zs = 0, za = 0;
-  for (int c = threadIdx.x; c < chunks; c += 32) {
-    if (p[c].zs == 0) continue;
-    const double shift = double(p[c].best.v) - double(best.v), f = exp(shift);
-    zs += f * p[c].zs, za += f * (p[c].za + shift * p[c].zs);
-  }
-  zs = warp_sum(zs), za = warp_sum(za);
+  const RowStats r = combine_partials(parts + int64_t(blockIdx.x) * chunks, chunks);
   if (threadIdx.x != 0) return;
-  const bool none = best.i == 0x7fffffff;
-  if (argmax) argmax[blockIdx.x] = none ? 0 : best.i;
-  if (entropy) entropy[blockIdx.x] = none ? NAN : float(log(zs) - za / zs);
+  if (argmax) argmax[blockIdx.x] = r.best.i == 0x7fffffff ? 0 : r.best.i;
+  if (entropy) entropy[blockIdx.x] = r.entropy;
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -94,14 +78,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void entropy_temperature_kernel(const float* entropy, const double* threshold, const float* t_low,
-                                           const float* t_high, int B, float* temperature) {
-  pdl_wait();
-  pdl_trigger();
-  const int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b < B) temperature[b] = double(entropy[b]) >= threshold[b] ? t_high[b] : t_low[b];
-}
-
 void check_rows(const char* fn, int B, int V) {
   require(B >= 0 && B <= 0x7fffffff && V > 0, fn, "bad shape rows=" + std::to_string(B) + " V=" + std::to_string(V));
 }
@@ -110,9 +86,22 @@ void check_rows(const char* fn, int B, int V) {
 
 // Enough for any row count up to B (a Batch sizes it for max_batch and calls with fewer rows):
 // b * entropy_chunks(b) <= b * ceil(2 SMs / b) < 2 SMs + b.
+size_t detail::logit_partials_capacity(int B) { return 2 * size_t(tc::sm_count()) + size_t(B); }
+
+Chunking detail::logit_chunking(int B, int V) {
+  const int chunks = entropy_chunks(B, V);
+  return {chunks, ((V + chunks - 1) / chunks + 3) / 4 * 4};
+}
+
+void detail::launch_logit_partials(const float* logits, int B, int V, Chunking ch, Partial* parts, uint64_t* zero,
+                                   int zero_per_row, cudaStream_t stream) {
+  launch_pdl(logit_partial_kernel, dim3(unsigned(ch.chunks), unsigned(B)), kChunkThreads, 0, stream, logits, V, ch.len,
+             parts, zero, zero_per_row);
+}
+
 size_t entropy_workspace_bytes(int B, int V) {
   check_rows("entropy_workspace_bytes", B, V);
-  return (2 * size_t(tc::sm_count()) + size_t(B)) * sizeof(Partial);
+  return logit_partials_capacity(B) * sizeof(Partial);
 }
 
 void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, int32_t* argmax, void* workspace,
@@ -122,24 +111,10 @@ void logits_entropy_argmax(const float* logits, int B, int V, float* entropy, in
   require(B <= 65535, fn, "rows=" + std::to_string(B) + " above 65535");
   if (B == 0 || (!entropy && !argmax)) return;
   require_ptr(logits, fn, "logits"), require_ptr(workspace, fn, "workspace");
-  const int chunks = entropy_chunks(B, V);
-  const int chunk = ((V + chunks - 1) / chunks + 3) / 4 * 4;  // a multiple of 4: float4 loads stay aligned
   auto* parts = static_cast<Partial*>(workspace);
-  launch_pdl(entropy_partial_kernel, dim3(unsigned(chunks), unsigned(B)), kChunkThreads, 0, stream, logits, V, chunk,
-             parts);
-  launch_pdl(entropy_combine_kernel, unsigned(B), 32, 0, stream, parts, chunks, entropy, argmax);
-  check_launch(fn);
-}
-
-void entropy_temperature(const float* entropy, const double* threshold, const float* t_low, const float* t_high,
-                         int B, float* temperature, cudaStream_t stream) {
-  const char* fn = "entropy_temperature";
-  require(B >= 0, fn, "rows=" + std::to_string(B));
-  if (B == 0) return;
-  require_ptr(entropy, fn, "entropy"), require_ptr(threshold, fn, "threshold"), require_ptr(t_low, fn, "t_low");
-  require_ptr(t_high, fn, "t_high"), require_ptr(temperature, fn, "temperature");
-  launch_pdl(entropy_temperature_kernel, unsigned((B + 255) / 256), 256, 0, stream, entropy, threshold, t_low, t_high,
-             B, temperature);
+  const Chunking ch = logit_chunking(B, V);
+  launch_logit_partials(logits, B, V, ch, parts, nullptr, 0, stream);
+  launch_pdl(entropy_combine_kernel, unsigned(B), 32, 0, stream, parts, ch.chunks, entropy, argmax);
   check_launch(fn);
 }
 

@@ -113,8 +113,12 @@ Batch::Impl::Impl(const DeviceModel::Impl& dm, const BatchOptions& opt)
   ids = rows_d.get(), slot = ids + rows, pos = slot + rows;
   targets = DeviceBuffer<int32_t>(rows);
   sampled = DeviceBuffer<int32_t>(rows);
-  for (DeviceBuffer<float>* b : {&nll, &entropy, &temperature, &top_p, &u, &t_low, &t_high}) *b = DeviceBuffer<float>(rows);
-  threshold = DeviceBuffer<double>(rows);
+  nll = DeviceBuffer<float>(rows);
+  entropy = DeviceBuffer<float>(rows);
+  sample_h = PinnedBuffer<ops::SampleRow>(rows);
+  sample_d = DeviceBuffer<ops::SampleRow>(rows);
+  sampled_h = PinnedBuffer<int32_t>(rows);
+  entropy_h = PinnedBuffer<float>(rows);
   attn_ws = DeviceBuffer<uint8_t>(std::max<size_t>(attn, 1));
   logits_ws = DeviceBuffer<uint8_t>(std::max<size_t>(samp, 1));
   positions.assign(size_t(max_batch), 0);

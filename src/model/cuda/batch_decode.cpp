@@ -97,35 +97,35 @@ std::vector<float> Batch::entropies() const {
   return out;
 }
 
-template <class T>
-void to_device(T* dst, const std::vector<T>& src, cudaStream_t stream) {
-  NIBBLE_CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+namespace {
+
+// Draws the last step's rows from the inputs staged in b.sample_h (rows [0, n)): one copy there,
+// the three sampling kernels, the tokens (and with `entropies` the entropies) back in one
+// synchronization.
+std::vector<int32_t> sample_staged(Batch::Impl& b, ops::SampleRule rule, std::vector<float>* entropies) {
+  const size_t n = size_t(b.last_rows);
+  NIBBLE_CUDA_CHECK(cudaMemcpyAsync(b.sample_d.get(), b.sample_h.get(), n * sizeof(ops::SampleRow),
+                                    cudaMemcpyHostToDevice, b.stream));
+  ops::sample(b.logits.get(), b.last_rows, int(b.m.vocab), b.sample_d.get(), rule, b.sampled.get(),
+              entropies ? b.entropy.get() : nullptr, b.logits_ws.get(), b.stream);
+  NIBBLE_CUDA_CHECK(cudaMemcpyAsync(b.sampled_h.get(), b.sampled.get(), n * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                    b.stream));
+  if (entropies)
+    NIBBLE_CUDA_CHECK(cudaMemcpyAsync(b.entropy_h.get(), b.entropy.get(), n * sizeof(float), cudaMemcpyDeviceToHost,
+                                      b.stream));
+  NIBBLE_CUDA_CHECK(cudaStreamSynchronize(b.stream));
+  if (entropies) entropies->assign(b.entropy_h.get(), b.entropy_h.get() + n);
+  return std::vector<int32_t>(b.sampled_h.get(), b.sampled_h.get() + n);
 }
 
-// Temperature + top-p sampling of the last step's rows from b.temperature / top_p / u; with
-// `entropies`, the device entropies come back in the same synchronization.
-std::vector<int32_t> sample_rows(Batch::Impl& b, std::vector<float>* entropies = nullptr) {
-  ops::sample(b.logits.get(), b.last_rows, int(b.m.vocab), b.temperature.get(), b.top_p.get(), b.u.get(),
-              b.sampled.get(), b.logits_ws.get(), b.stream);
-  const size_t n = size_t(b.last_rows);
-  std::vector<int32_t> out(n);
-  if (entropies) {
-    entropies->resize(n);
-    NIBBLE_CUDA_CHECK(cudaMemcpyAsync(entropies->data(), b.entropy.get(), n * sizeof(float), cudaMemcpyDeviceToHost,
-                                      b.stream));
-  }
-  b.copy_to_host(out.data(), b.sampled.get(), n * sizeof(int32_t));  // synchronizes
-  return out;
-}
+}  // namespace
 
 std::vector<int32_t> Batch::sample(std::span<const SampleParams> params) {
   Impl& b = *p_;
   check_params(params, b.last_rows);
-  const size_t n = params.size();
-  std::vector<float> t(n), tp(n), u(n);
-  for (size_t i = 0; i < n; ++i) t[i] = params[i].temperature, tp[i] = params[i].top_p, u[i] = params[i].u;
-  to_device(b.temperature.get(), t, b.stream), to_device(b.top_p.get(), tp, b.stream), to_device(b.u.get(), u, b.stream);
-  return sample_rows(b);
+  for (size_t i = 0; i < params.size(); ++i)
+    b.sample_h.get()[i] = {params[i].temperature, params[i].top_p, params[i].u, 0.0f, 0.0};
+  return sample_staged(b, ops::SampleRule::fixed, nullptr);
 }
 
 EntropyRule entropy_rule(const ResetController& ctl, float u) {
@@ -135,25 +135,17 @@ EntropyRule entropy_rule(const ResetController& ctl, float u) {
 
 std::vector<int32_t> Batch::sample_by_entropy(std::span<const EntropyRule> rules, std::vector<float>* entropies) {
   Impl& b = *p_;
-  const int B = b.last_rows;
   std::vector<SampleParams> as_params;  // the checks of sample(), on the parts they share
   for (const EntropyRule& r : rules) as_params.push_back({r.t_high, r.top_p, r.u});
-  check_params(as_params, B);
-  const size_t n = rules.size();
-  std::vector<double> thr(n);
-  std::vector<float> lo(n), hi(n), tp(n), u(n);
-  for (size_t i = 0; i < n; ++i) {
+  check_params(as_params, b.last_rows);
+  for (size_t i = 0; i < rules.size(); ++i) {
     const EntropyRule& r = rules[i];
     if (!std::isfinite(r.threshold) || !std::isfinite(r.t_low))
       throw Error(fmt::format("Batch::sample_by_entropy: row {}: threshold or t_low is not finite", i));
-    thr[i] = r.threshold, lo[i] = r.t_low, hi[i] = r.t_high, tp[i] = r.top_p, u[i] = r.u;
+    b.sample_h.get()[i] = {r.t_high, r.top_p, r.u, r.t_low, r.threshold};
   }
-  to_device(b.threshold.get(), thr, b.stream), to_device(b.t_low.get(), lo, b.stream);
-  to_device(b.t_high.get(), hi, b.stream), to_device(b.top_p.get(), tp, b.stream), to_device(b.u.get(), u, b.stream);
-  ops::logits_entropy_argmax(b.logits.get(), B, int(b.m.vocab), b.entropy.get(), nullptr, b.logits_ws.get(), b.stream);
-  ops::entropy_temperature(b.entropy.get(), b.threshold.get(), b.t_low.get(), b.t_high.get(), B, b.temperature.get(),
-                           b.stream);
-  return sample_rows(b, entropies);
+  std::vector<float> h;
+  return sample_staged(b, ops::SampleRule::entropy, entropies ? entropies : &h);
 }
 
 std::vector<float> Batch::decode(std::span<const int> slots, std::span<const int32_t> tokens) {

@@ -11,6 +11,7 @@
 #include "model/cuda/device_buffer.h"
 #include "model/cuda/device_model_impl.h"
 #include "model/cuda/step_profiler.h"
+#include "nibble/cuda/ops.h"
 #include "nibble/cuda/runtime.h"
 
 namespace nibble::cuda {
@@ -45,9 +46,16 @@ struct Batch::Impl {
   DeviceBuffer<int32_t> rows_d;
   int32_t *ids = nullptr, *slot = nullptr, *pos = nullptr;
   cudaEvent_t rows_copied = nullptr;  // rows_h may be rewritten once this has passed
-  DeviceBuffer<int32_t> targets, sampled;  // [rows]
-  DeviceBuffer<float> nll, entropy, temperature, top_p, u, t_low, t_high;  // [rows]
-  DeviceBuffer<double> threshold;                            // [rows]: ReSET's rule on the device
+  DeviceBuffer<int32_t> targets;         // [rows]
+  DeviceBuffer<float> nll;               // [rows]
+  // Sampling: the rows' inputs staged in pinned memory and copied in one transfer; the tokens
+  // drawn and the entropies come back into pinned memory, then one synchronization.
+  PinnedBuffer<ops::SampleRow> sample_h;
+  DeviceBuffer<ops::SampleRow> sample_d;
+  PinnedBuffer<int32_t> sampled_h;
+  PinnedBuffer<float> entropy_h;
+  DeviceBuffer<int32_t> sampled;          // [rows]
+  DeviceBuffer<float> entropy;           // [rows]
   DeviceBuffer<uint8_t> attn_ws, logits_ws;  // logits_ws: sampling's and the entropies' scratch
   std::vector<int> positions;           // per slot
   int last_rows = 0;                    // rows of logits the last step left (0: none)
