@@ -104,10 +104,13 @@ TEST_F(OpsLogits, TokenNll) {
   }
 }
 
-// The reference sampler: sort by (probability desc, id asc), keep the shortest prefix whose mass
-// reaches top_p, return the first token whose cumulative mass exceeds u * kept. *margin: the
-// distance (relative to the total) of top_p and u * kept from the nearest cumulative boundary.
-int ref_sample(const float* z, int V, double temp, double top_p, double u, double* margin) {
+// The reference sampler: sort by (probability desc, id asc); keep the first top_k (0: all), then
+// the shortest prefix of those whose mass reaches top_p of theirs, then drop the tokens below
+// min_p x the top probability; return the first token whose cumulative mass exceeds u * kept.
+// *margin: the distance (relative to the total) of the cuts and of u * kept from the nearest
+// cumulative boundary, and of each probability from min_p x the top one.
+int ref_sample(const float* z, int V, double temp, double top_p, double u, double* margin, int top_k = 0,
+               double min_p = 0) {
   *margin = 1;
   if (temp <= 0) return int(std::max_element(z, z + V) - z);
   const double m = *std::max_element(z, z + V);
@@ -118,22 +121,34 @@ int ref_sample(const float* z, int V, double temp, double top_p, double u, doubl
   std::vector<int> order(static_cast<size_t>(V));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[size_t(a)] > p[size_t(b)]; });
-  size_t k = size_t(V);
-  double cum = 0, kept = 1;
+  size_t k = top_k > 0 ? std::min<size_t>(size_t(top_k), order.size()) : order.size();
+  double kept = 0;
+  for (size_t i = 0; i < k; ++i) kept += p[size_t(order[i])];
   if (top_p < 1) {
-    for (size_t i = 0; i < order.size(); ++i) {
+    double cum = 0;
+    for (size_t i = 0; i < k; ++i) {
       const double before = cum;
       cum += p[size_t(order[i])];
-      *margin = std::min({*margin, std::fabs(cum - top_p), std::fabs(before - top_p)});
-      if (cum >= top_p) {
+      *margin = std::min({*margin, std::fabs(cum - top_p * kept), std::fabs(before - top_p * kept)});
+      if (cum >= top_p * kept) {
         k = i + 1;
         break;
       }
     }
     kept = cum;
   }
+  if (min_p > 0) {
+    const double cut = min_p * p[size_t(order[0])];
+    size_t n = 0;
+    kept = 0;
+    for (size_t i = 0; i < k; ++i) {
+      *margin = std::min(*margin, std::fabs(p[size_t(order[i])] - cut) / p[size_t(order[0])]);
+      if (p[size_t(order[i])] >= cut) ++n, kept += p[size_t(order[i])];
+    }
+    k = n;
+  }
   const double r = u * kept;
-  cum = 0;
+  double cum = 0;
   for (size_t i = 0; i < k; ++i) {
     cum += p[size_t(order[i])];
     if (r < cum) {
@@ -146,11 +161,13 @@ int ref_sample(const float* z, int V, double temp, double top_p, double u, doubl
 
 struct SampleRow {
   float temp, top_p, u;
+  int top_k = 0;
+  float min_p = 0;
 };
 
 std::vector<ops::SampleRow> fixed_rows(const std::vector<SampleRow>& rows) {
   std::vector<ops::SampleRow> out;
-  for (const SampleRow& r : rows) out.push_back({r.temp, r.top_p, r.u, 0.0f, 0.0});
+  for (const SampleRow& r : rows) out.push_back({r.temp, r.top_p, r.u, 0.0f, r.top_k, r.min_p, 0.0});
   return out;
 }
 
@@ -167,9 +184,9 @@ void expect_samples(const std::vector<float>& z, int B, int V, const std::vector
   for (int b = 0; b < B; ++b) {
     const SampleRow& r = rows[size_t(b)];
     double margin;
-    const int want = ref_sample(&z[size_t(b) * V], V, r.temp, r.top_p, r.u, &margin);
+    const int want = ref_sample(&z[size_t(b) * V], V, r.temp, r.top_p, r.u, &margin, r.top_k, r.min_p);
     EXPECT_EQ(got[size_t(b)], want) << "row " << b << " V=" << V << " temperature=" << r.temp << " top_p=" << r.top_p
-                                    << " u=" << r.u;
+                                    << " u=" << r.u << " top_k=" << r.top_k << " min_p=" << r.min_p;
   }
   out.poison();
   ops::sample(dz.get(), B, V, dr.get(), ops::SampleRule::fixed, out.get(), nullptr, ws.get(), nullptr);
@@ -220,6 +237,46 @@ TEST_F(OpsLogits, SampleNearlyFlatManyCandidates) {
   expect_samples(z, int(rows.size()), V, rows);
 }
 
+// Top-k, then top-p over what top-k kept, then min-p, in every combination, on peaked and broad
+// rows; u (and the cuts) redrawn away from boundaries.
+TEST_F(OpsLogits, SampleTopKMinPMatchReference) {
+  const int V = 50000;
+  const int ks[] = {0, 1, 7, 40, 1000, 30000};
+  const float min_ps[] = {0.0f, 0.02f, 0.3f};
+  const float tops[] = {1.0f, 0.9f, 0.5f};
+  std::vector<float> z;
+  std::vector<SampleRow> rows;
+  for (int i = 0; i < 36; ++i) {
+    const auto zr = spaced_logits(V, i % 2 ? 2.5 : 18.0, normal());  // broad, then peaked
+    SampleRow r{i % 3 == 0 ? 1.0f : 0.7f, tops[i % 3], 0, ks[i % 6], min_ps[(i / 6) % 3]};
+    for (int tries = 0; tries < 40; ++tries) {
+      r.u = float(uniform());
+      double margin;
+      ref_sample(zr.data(), V, r.temp, r.top_p, r.u, &margin, r.top_k, r.min_p);
+      if (margin > 1e-5) break;
+      r.min_p = r.min_p > 0 ? float(r.min_p * (0.9 + 0.2 * uniform())) : 0.0f;
+      r.top_p = r.top_p < 1 ? float(r.top_p * (0.95 + 0.05 * uniform())) : 1.0f;
+    }
+    z.insert(z.end(), zr.begin(), zr.end());
+    rows.push_back(r);
+  }
+  expect_samples(z, int(rows.size()), V, rows);
+}
+
+// Top-k cutting inside a group of equal logits keeps its lowest ids; min-p keeps ties at the cut.
+TEST_F(OpsLogits, SampleTopKTiesGoToLowerIds) {
+  const int V = 12;
+  std::vector<float> z(V, 1.0f);
+  z[9] = 3.0f, z[4] = 2.0f, z[2] = 2.0f, z[7] = 2.0f;  // ranking 9, then 2, 4, 7, then the 1.0s by id
+  std::vector<float> all;
+  std::vector<SampleRow> rows;
+  const SampleRow cases[] = {{1.0f, 1.0f, 0.99f, 2}, {1.0f, 1.0f, 0.7f, 3}, {1.0f, 1.0f, 0.999f, 6},
+                             {1.0f, 0.99f, 0.95f, 5}, {1.0f, 1.0f, 0.9f, 0, 0.3f}, {0.5f, 1.0f, 0.9f, 1, 0.0f},
+                             {1.0f, 1.0f, 0.999f, 0, 1.0f}};
+  for (const SampleRow& r : cases) all.insert(all.end(), z.begin(), z.end()), rows.push_back(r);
+  expect_samples(all, int(rows.size()), V, rows);
+}
+
 // ReSET's rule inside the sampler: a row takes `temperature` when its entropy reaches the
 // threshold, else t_low, and draws what the fixed rule draws at that temperature; the entropies
 // are the bits logits_entropy_argmax gives.
@@ -239,8 +296,8 @@ TEST_F(OpsLogits, SampleEntropyRuleMatchesFixedTemperatures) {
   for (int b = 0; b < B; ++b) {
     const bool high = b % 2 == 0;  // odd rows below their threshold, even rows exactly at it
     const float u = float(uniform());
-    rule[size_t(b)] = {1.2f, 0.9f, u, 0.3f, double(entropy[size_t(b)]) + (high ? 0.0 : 0.25)};
-    fixed[size_t(b)] = {high ? 1.2f : 0.3f, 0.9f, u, 0.0f, 0.0};
+    rule[size_t(b)] = {1.2f, 0.9f, u, 0.3f, 0, 0.0f, double(entropy[size_t(b)]) + (high ? 0.0 : 0.25)};
+    fixed[size_t(b)] = {high ? 1.2f : 0.3f, 0.9f, u, 0.0f, 0, 0.0f, 0.0};
   }
   GpuBuffer<ops::SampleRow> drule(rule), dfixed(fixed);
   h_rule.poison();
@@ -251,7 +308,9 @@ TEST_F(OpsLogits, SampleEntropyRuleMatchesFixedTemperatures) {
   for (int b = 0; b < B; ++b) {
     double margin;
     const int want = ref_sample(&z[size_t(b) * V], V, fixed[size_t(b)].temperature, 0.9, fixed[size_t(b)].u, &margin);
-    if (margin > 1e-5) EXPECT_EQ(out.host()[size_t(b)], want) << "row " << b;
+    if (margin > 1e-5) {
+      EXPECT_EQ(out.host()[size_t(b)], want) << "row " << b;
+    }
   }
 }
 

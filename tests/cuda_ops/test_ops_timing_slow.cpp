@@ -91,7 +91,7 @@ TEST(OpsTimingSlow, SampleAndEntropyQwenVocab) {
       std::normal_distribution<float> nd(0.0f, 3.0f);
       for (size_t i = 0; i < z.size(); ++i) z[i] = broad ? float(std::sin(double(i) * 0.37) * 8) : nd(gen);
       GpuBuffer<float> dz(z), ent(static_cast<size_t>(B));
-      GpuBuffer<ops::SampleRow> rows(std::vector<ops::SampleRow>(size_t(B), {0.7f, 0.9f, 0.42f, 0.0f, 0.0}));
+      GpuBuffer<ops::SampleRow> rows(std::vector<ops::SampleRow>(size_t(B), {0.7f, 0.9f, 0.42f, 0.0f, 0, 0.0f, 0.0}));
       GpuBuffer<int32_t> out(static_cast<size_t>(B)), arg(static_cast<size_t>(B));
       GpuBuffer<uint8_t> ws(std::max(ops::sample_workspace_bytes(B, V), ops::entropy_workspace_bytes(B, V)));
       const double us_sample = mean_us(

@@ -135,12 +135,36 @@ TEST(DeviceSampling, TemperatureTopPFollowsTheInverseCdf) {
   }
 }
 
+// Top-k 1, and min-p 1, leave only the most probable token: the draw is the argmax whatever u.
+TEST(DeviceSampling, TopKOneAndMinPOneAreGreedy) {
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 gen(seed);
+  Stepped s = three_rows(tied_model(), gen);
+  std::uniform_real_distribution<float> ud(0.0f, 0.9999f);
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<SampleParams> top1(3), minp1(3);
+    for (int r = 0; r < 3; ++r) {
+      top1[size_t(r)] = {1.5f, 1.0f, ud(gen), 1, 0.0f};
+      minp1[size_t(r)] = {1.5f, 0.9f, ud(gen), 0, 1.0f};
+    }
+    const std::vector<int32_t> a = s.b->sample(top1), b = s.b->sample(minp1);
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(a[size_t(r)], nibble::argmax(row(s, r).data(), s.V)) << "top-k 1, row " << r;
+      EXPECT_EQ(b[size_t(r)], nibble::argmax(row(s, r).data(), s.V)) << "min-p 1, row " << r;
+    }
+  }
+}
+
 TEST(DeviceSampling, BadParametersAreRejected) {
   std::mt19937 gen(fresh_seed());
   Stepped s = three_rows(llama_model(768), gen);
   EXPECT_THROW(s.b->sample(std::vector<SampleParams>(2)), Error);  // 3 rows
   EXPECT_THROW(s.b->sample(std::vector<SampleParams>(3, SampleParams{1, 0, 0.5f})), Error);
   EXPECT_THROW(s.b->sample(std::vector<SampleParams>(3, SampleParams{1, 1, 1.0f})), Error);
+  EXPECT_THROW(s.b->sample(std::vector<SampleParams>(3, SampleParams{1, 1, 0.5f, -1})), Error);
+  EXPECT_THROW(s.b->sample(std::vector<SampleParams>(3, SampleParams{1, 1, 0.5f, 0, 1.5f})), Error);
+  EXPECT_THROW(s.b->sample(std::vector<SampleParams>(3, SampleParams{1, 1, 0.5f, 0, NAN})), Error);
 }
 
 TEST(DevicePerplexity, PrefillNllMatchesTheCpu) {

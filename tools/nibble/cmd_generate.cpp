@@ -151,8 +151,8 @@ class CpuGenerator final : public Generator {
 class CudaGenerator final : public Generator {
  public:
   CudaGenerator(const nibble::Model& m, int ctx, const nibble::SamplerConfig& cfg, nibble::TokenTextFn text)
-      : cfg_(cfg), dm_(m, nibble::cuda::DeviceModelOptions{true}), batch_(dm_, {1, ctx, true}),
-        cpu_sampler_(cfg, text), rng_(cfg.seed), vocab_(m.config().vocab_size) {
+      : cfg_(cfg), dm_(m, nibble::cuda::DeviceModelOptions{true}), batch_(dm_, {1, ctx, true}), rng_(cfg.seed) {
+    nibble::validate(cfg);
     if (cfg.kind == nibble::SamplerKind::Reset) reset_.emplace(cfg.reset, std::move(text));
   }
   void prefill(std::span<const int32_t> prompt) override { batch_.prefill(0, prompt); }
@@ -166,10 +166,8 @@ class CudaGenerator final : public Generator {
       reset_->accept(id);
       return id;
     }
-    if (cfg_.kind == SamplerKind::Greedy || cfg_.temperature <= 0) return on_device(0, 1);
-    if (cfg_.top_k <= 0 && cfg_.min_p <= 0) return on_device(float(cfg_.temperature), float(cfg_.top_p));
-    const std::vector<float> logits = batch_.logits();  // top-k / min-p: the CPU sampler
-    return cpu_sampler_.sample(logits.data(), vocab_);
+    if (cfg_.kind == SamplerKind::Greedy || cfg_.temperature <= 0) return on_device({});
+    return on_device({float(cfg_.temperature), float(cfg_.top_p), 0, cfg_.top_k, float(cfg_.min_p)});
   }
   void feed(int32_t id) override {
     const int slot = 0;
@@ -181,18 +179,16 @@ class CudaGenerator final : public Generator {
  private:
   // 53 random bits -> [0, 1); kept below 1 after the cast to float
   float uniform() { return std::min(float(double(rng_() >> 11) * 0x1p-53), std::nextafter(1.0f, 0.0f)); }
-  int32_t on_device(float temperature, float top_p) {
-    const nibble::cuda::SampleParams p{temperature, top_p, uniform()};
+  int32_t on_device(nibble::cuda::SampleParams p) {
+    p.u = uniform();
     return batch_.sample(std::span<const nibble::cuda::SampleParams>(&p, 1))[0];
   }
 
   nibble::SamplerConfig cfg_;
   nibble::cuda::DeviceModel dm_;
   nibble::cuda::Batch batch_;
-  nibble::Sampler cpu_sampler_;
   std::optional<nibble::ResetController> reset_;
   std::mt19937_64 rng_;
-  int64_t vocab_;
 };
 #endif
 

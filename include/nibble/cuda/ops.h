@@ -91,6 +91,8 @@ struct SampleRow {
   float top_p = 1;        // the nucleus mass; 1 = all tokens
   float u = 0;            // the uniform draw in [0, 1)
   float t_low = 0;        // SampleRule::entropy: the temperature at entropy < threshold
+  int top_k = 0;          // keep the k most probable tokens first; 0 = all
+  float min_p = 0;        // then drop tokens below min_p x the top probability; 0 = none
   double threshold = 0;   // SampleRule::entropy: ReSET's entropy threshold (nats)
 };
 // fixed: each row's temperature as given. entropy: ReSET's rule on the device
@@ -98,9 +100,11 @@ struct SampleRow {
 // the comparison the host rule makes.
 enum class SampleRule { fixed, entropy };
 
-// Per row b: draws a token from softmax(logits[b] / T) restricted to the nucleus top_p (the
-// smallest set of most probable tokens whose mass reaches top_p; 1 = all), with the uniform number
-// u (inverse CDF over the kept tokens in descending-probability order, ties to the lower id).
+// Per row b: draws a token from softmax(logits[b] / T) restricted to the top_k most probable
+// tokens, then to the nucleus top_p of those (the smallest set of most probable tokens whose mass
+// reaches top_p of theirs; 1 = all), then to the tokens of at least min_p x the top probability
+// (the order of the CPU sampler's filters), with the uniform number u (inverse CDF over the kept
+// tokens in descending-probability order, ties to the lower id).
 // T <= 0 means greedy (argmax). Writes out[b] and, when `entropy` is not null, the row's entropy
 // at temperature 1 (the bits logits_entropy_argmax gives). No sort: a radix search over the
 // probability bits with exact fixed-point sums (see ops_sample.cu). u >= 1 or NaN inputs give

@@ -69,6 +69,8 @@ struct SampleParams {
   float temperature = 0;  // <= 0: greedy
   float top_p = 1;
   float u = 0;            // the uniform draw in [0, 1) for this step (host RNG)
+  int top_k = 0;          // 0: off
+  float min_p = 0;        // 0: off
 };
 
 // ReSET's rule for one row, applied on the device (Batch::sample_by_entropy): temperature t_high
@@ -116,7 +118,8 @@ class Batch {
   void step(std::span<const int> slots, std::span<const int32_t> tokens);
   std::vector<float> logits() const;     // FP32 [B, V] of the last step, copied to the host
   std::vector<float> entropies() const;  // per row of the last step, in nats (ReSET's signal)
-  // The next token per row of the last step, chosen on the device (greedy or temperature + top-p).
+  // The next token per row of the last step, chosen on the device (greedy, or temperature with
+  // top-k, top-p and min-p).
   std::vector<int32_t> sample(std::span<const SampleParams> params);
   // ReSET without a round trip to the host between the entropy and the draw: per row the entropy
   // on the device, the temperature by `rules`, then temperature + top-p sampling. Returns the

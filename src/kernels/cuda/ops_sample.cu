@@ -37,6 +37,7 @@ constexpr int kBuckets = ((127 - kMinExp) << kFracBits) + 1;  // up to e = 1.0
 constexpr int kShift2 = 9;                                    // level 2: bits 18..9, level 3: 8..0
 constexpr int kBins2 = 1 << (kShift1 - kShift2), kBins3 = 1 << kShift2;
 static_assert(kBuckets <= kPickThreads && kBins2 <= kPickThreads, "one thread per bin in the scans");
+constexpr int kHistPerRow = 2 * kBuckets;  // per row: the weights' sums, then the token counts
 
 // A token's log2(e) and e; both kernels compute them with these same operations.
 __device__ __forceinline__ float token_t(float z, float m, float k) { return (z - m) * k; }
@@ -84,27 +85,32 @@ __global__ void __launch_bounds__(kHistThreads)
                        const Partial* parts, int chunks, uint64_t* hist) {
   pdl_wait();
   pdl_trigger();
-  __shared__ uint32_t h[4 * kBuckets];
+  __shared__ uint32_t h[5 * kBuckets];  // four fixed-point parts of the weights, then the counts
   __shared__ RowState st;
   const int b = blockIdx.y;
   if (threadIdx.x < 32) {
     const RowState s = row_state(parts + int64_t(b) * chunks, chunks, rows[b], rule);
     if (threadIdx.x == 0) st = s;
   }
-  for (int i = threadIdx.x; i < 4 * kBuckets; i += kHistThreads) h[i] = 0;
+  for (int i = threadIdx.x; i < 5 * kBuckets; i += kHistThreads) h[i] = 0;
   __syncthreads();
   if (!sampled(st)) return;
   const float k = 1.4426950408889634f / st.temp, m = st.best.v;
   const int c0 = blockIdx.x * chunk, n = max(0, min(chunk, V - c0));
+  const bool counts = rows[b].top_k > 0;  // only top-k needs the counts
   row_foreach(logits + int64_t(b) * V + c0, n, [&](int, float z) {
     const float e = token_e(z, m, k);
     const int bk = bucket_of(e);
-    if (weighs(bk)) fixed_add(h, kBuckets, bk, weight(e));
+    if (!weighs(bk)) return;
+    fixed_add(h, kBuckets, bk, weight(e));
+    if (counts) atomicAdd(&h[4 * kBuckets + bk], 1u);
   });
   __syncthreads();
+  uint64_t* row = hist + int64_t(b) * kHistPerRow;
   for (int i = threadIdx.x; i < kBuckets; i += kHistThreads) {
     const uint64_t w = fixed_get(h, kBuckets, i);
-    if (w) atomicAdd(reinterpret_cast<unsigned long long*>(&hist[int64_t(b) * kBuckets + i]), w);
+    if (w) atomicAdd(reinterpret_cast<unsigned long long*>(&row[i]), w);
+    if (h[4 * kBuckets + i]) atomicAdd(reinterpret_cast<unsigned long long*>(&row[kBuckets + i]), h[4 * kBuckets + i]);
   }
 }
 
@@ -202,19 +208,25 @@ __device__ CandList list_buckets(const float* z, int V, float m, float k, int bu
       v[q] = i < n4 ? z4[i] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
     }
     unsigned take = 0;
-    float e[16];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float c[4] = {v[q].x, v[q].y, v[q].z, v[q].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float e;
+        if (in_bucket(c[j], e)) take |= 1u << (4 * q + j);
+      }
+    }
+    if (!__any_sync(0xffffffffu, take != 0)) continue;
+    int slot = slots(__popc(take));
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const float c[4] = {v[q].x, v[q].y, v[q].z, v[q].w};
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        if (in_bucket(c[j], e[4 * q + j])) take |= 1u << (4 * q + j);
+        if (take >> (4 * q + j) & 1)  // e again, the same operations: the same value
+          ws_ids[slot] = 4 * (base + q * kPickThreads + int(threadIdx.x)) + j, ws_e[slot++] = token_e(c[j], m, k);
     }
-    if (!__any_sync(0xffffffffu, take != 0)) continue;
-    int slot = slots(__popc(take));
-#pragma unroll
-    for (int x = 0; x < 16; ++x)
-      if (take >> x & 1) ws_ids[slot] = 4 * (base + (x / 4) * kPickThreads + int(threadIdx.x)) + x % 4, ws_e[slot++] = e[x];
   }
   for (int base = 4 * n4; base < V; base += kPickThreads) {
     const int i = base + threadIdx.x;
@@ -232,18 +244,24 @@ __device__ CandList list_buckets(const float* z, int V, float m, float k, int bu
   return {sm.ids, sm.e, n};
 }
 
-// The suffix sums (into sm.sl) of the list's weights binned by (bits >> shift) & (nbins - 1), over
-// the tokens whose bits >> hi_shift equal prefix >> hi_shift.
+// The suffix sums (into sm.sl) of the list's weights (counts: of its tokens) binned by
+// (bits >> shift) & (nbins - 1), over the tokens whose bits >> hi_shift equal prefix >> hi_shift.
+template <bool kCounts>
 __device__ void level_sums(const CandList& c, uint32_t prefix, int hi_shift, int shift, int nbins, PickSmem& sm) {
   for (int i = threadIdx.x; i < 4 * nbins; i += kPickThreads) sm.h[i] = 0;
   __syncthreads();
   for (int i = threadIdx.x; i < c.n; i += kPickThreads) {
     const float e = c.e[i];
     const uint32_t bits = __float_as_uint(e);
-    if ((bits >> hi_shift) == (prefix >> hi_shift)) fixed_add(sm.h, nbins, int(bits >> shift) & (nbins - 1), weight(e));
+    if ((bits >> hi_shift) != (prefix >> hi_shift)) continue;
+    const int bin = int(bits >> shift) & (nbins - 1);
+    if constexpr (kCounts)
+      atomicAdd(&sm.h[bin], 1u);
+    else
+      fixed_add(sm.h, nbins, bin, weight(e));
   }
   __syncthreads();
-  if (int(threadIdx.x) < nbins) sm.sl[threadIdx.x] = fixed_get(sm.h, nbins, threadIdx.x);
+  if (int(threadIdx.x) < nbins) sm.sl[threadIdx.x] = kCounts ? sm.h[threadIdx.x] : fixed_get(sm.h, nbins, threadIdx.x);
   suffix_sums(sm.sl, nbins, sm.warp_tot);
 }
 
@@ -253,29 +271,47 @@ struct Found {
   uint64_t above;  // the weight of the tokens with a larger e
 };
 
-// The largest token value x with mass(e >= x) >= target (> target when strict); leaves `c` listing
-// x's bucket. With next_lo <= next_hi the list also takes buckets [next_lo, next_hi], where the next
-// search is expected to land.
-__device__ Found radix_search(double target, bool strict, const float* z, int V, float m, float k, CandList& c,
-                              int* ws_ids, float* ws_e, PickSmem& sm, int next_lo = 1, int next_hi = 0) {
-  const int b1 = last_qualifying(sm.s1, kBuckets, 0, target, strict);
+// Makes `c` list bucket b (with buckets [next_lo, next_hi]) unless it already holds b.
+__device__ void ensure_listed(int b, int next_lo, int next_hi, const float* z, int V, float m, float k, CandList& c,
+                              int* ws_ids, float* ws_e, PickSmem& sm) {
+  if (b == sm.listed || (b >= sm.listed_lo && b <= sm.listed_hi)) return;
+  c = list_buckets(z, V, m, k, b, next_lo, next_hi, ws_ids, ws_e, sm);
+  if (threadIdx.x == 0) sm.listed = b, sm.listed_lo = next_lo, sm.listed_hi = next_hi;  // read after barriers
+}
+
+// The largest token value x with mass(e >= x) >= target (> target when strict; kCounts: the number
+// of tokens with e >= x); leaves `c` listing x's bucket. suffix1: the level-1 suffix sums (sm.s1,
+// or the counts' in sm.sl). With next_lo <= next_hi the list also takes buckets [next_lo,
+// next_hi], where the next search is expected to land.
+template <bool kCounts>
+__device__ Found radix_search(const uint64_t* suffix1, double target, bool strict, const float* z, int V, float m,
+                              float k, CandList& c, int* ws_ids, float* ws_e, PickSmem& sm, int next_lo = 1,
+                              int next_hi = 0) {
+  const int b1 = last_qualifying(suffix1, kBuckets, 0, target, strict);
   if (b1 < 0) return {false, 0, 0};
-  uint64_t base = sm.s1[b1 + 1];
-  if (b1 != sm.listed && !(b1 >= sm.listed_lo && b1 <= sm.listed_hi)) {
-    c = list_buckets(z, V, m, k, b1, next_lo, next_hi, ws_ids, ws_e, sm);
-    if (threadIdx.x == 0) sm.listed = b1, sm.listed_lo = next_lo, sm.listed_hi = next_hi;  // read after barriers
-  }
+  uint64_t base = suffix1[b1 + 1];
+  ensure_listed(b1, next_lo, next_hi, z, V, m, k, c, ws_ids, ws_e, sm);
   const uint32_t pre1 = bucket_bits(b1);
-  level_sums(c, pre1, kShift1, kShift2, kBins2, sm);
+  level_sums<kCounts>(c, pre1, kShift1, kShift2, kBins2, sm);
   const int b2 = last_qualifying(sm.sl, kBins2, base, target, strict);
   if (b2 < 0) return {false, 0, 0};  // not reached: the bucket's sum equals the histogram's
   base += sm.sl[b2 + 1];
   const uint32_t pre2 = pre1 | uint32_t(b2) << kShift2;
-  level_sums(c, pre2, kShift2, 0, kBins3, sm);
+  level_sums<kCounts>(c, pre2, kShift2, 0, kBins3, sm);
   const int b3 = last_qualifying(sm.sl, kBins3, base, target, strict);
   if (b3 < 0) return {false, 0, 0};
   base += sm.sl[b3 + 1];
   return {true, pre2 | uint32_t(b3), base};
+}
+
+// The weight of the tokens with e >= threshold (bits) in bucket b's part of the list.
+__device__ uint64_t list_mass_from(const CandList& c, int b, uint32_t from, PickSmem& sm) {
+  unsigned long long s = 0;
+  for (int i = threadIdx.x; i < c.n; i += kPickThreads) {
+    const float e = c.e[i];
+    if (bucket_of(e) == b && __float_as_uint(e) >= from) s += weight(e);
+  }
+  return block_sum(s, reinterpret_cast<unsigned long long*>(sm.warp_tot));
 }
 
 __device__ int count_equal(const CandList& c, float val, PickSmem& sm) {
@@ -323,7 +359,8 @@ __global__ void __launch_bounds__(kPickThreads)
     const RowState s = row_state(parts + int64_t(b) * chunks, chunks, r, rule);
     if (threadIdx.x == 0) sm.st = s, sm.listed = -1, sm.listed_lo = 1, sm.listed_hi = 0;
   }
-  for (int t = threadIdx.x; t < kBuckets; t += kPickThreads) sm.s1[t] = hist[int64_t(b) * kBuckets + t];
+  const uint64_t* row_hist = hist + int64_t(b) * kHistPerRow;
+  for (int t = threadIdx.x; t < kBuckets; t += kPickThreads) sm.s1[t] = row_hist[t];
   __syncthreads();
   const RowState st = sm.st;
   if (threadIdx.x == 0 && entropy) entropy[b] = st.entropy;
@@ -339,30 +376,58 @@ __global__ void __launch_bounds__(kPickThreads)
   ws_ids += int64_t(b) * V, ws_e += int64_t(b) * V;
   CandList c{nullptr, nullptr, 0};
 
-  // The kept set: e > tau, plus the first n_ties tokens equal to tau (everything without top-p).
+  // The kept set, a prefix of the ranking (e descending, then id): every token with e > tau and the
+  // first n_ties tokens equal to tau; `kept` is its weight. Top-k, then top-p over what top-k kept,
+  // then min-p, as the CPU sampler applies them.
   uint32_t tau = 0;
   int n_ties = V;
   double kept = Z;
+  if (r.top_k > 0) {
+    if (int(threadIdx.x) < kBuckets) sm.sl[threadIdx.x] = row_hist[kBuckets + threadIdx.x];
+    suffix_sums(sm.sl, kBuckets, sm.warp_tot);  // tokens per bucket and above
+    if (double(r.top_k) < double(sm.sl[0])) {
+      const Found f = radix_search<true>(sm.sl, double(r.top_k), false, z, V, m, k, c, ws_ids, ws_e, sm);
+      if (f.ok) {  // f.above: the tokens ranked before the k-th's value
+        tau = f.bits;
+        n_ties = r.top_k - int(f.above);
+        const int b1 = bucket_of(__uint_as_float(tau));
+        kept = double(sm.s1[b1 + 1] + list_mass_from(c, b1, tau + 1, sm)) +
+               double(n_ties) * double(weight(__uint_as_float(tau)));
+      }
+    }
+  }
   if (r.top_p < 1) {
-    const double p_target = fmax(double(fmaxf(r.top_p, 0.0f)) * Z, 1.0);  // at least one unit: a token
+    const double p_target = fmax(double(fmaxf(r.top_p, 0.0f)) * kept, 1.0);  // at least one unit: a token
     // The kept mass will lie in [p_target, s1[b]] for the cut's bucket b, so the draw in buckets
     // [lo, hi]: when those are few, one pass over the row lists them with the cut's bucket.
     const int b = last_qualifying(sm.s1, kBuckets, 0, p_target, false);
     const int lo = b < 0 ? 1 : last_qualifying(sm.s1, kBuckets, 0, double(r.u) * double(sm.s1[b]), true);
     const int hi = b < 0 ? 0 : last_qualifying(sm.s1, kBuckets, 0, double(r.u) * p_target, true);
     const bool few = lo >= 0 && hi - lo < 4;
-    const Found f = radix_search(p_target, false, z, V, m, k, c, ws_ids, ws_e, sm, few ? lo : 1, few ? hi : 0);
-    if (f.ok) {
-      tau = f.bits;
-      const double tv = double(weight(__uint_as_float(tau)));
+    const Found f =
+        radix_search<false>(sm.s1, p_target, false, z, V, m, k, c, ws_ids, ws_e, sm, few ? lo : 1, few ? hi : 0);
+    if (f.ok) {  // f.bits >= tau: the tokens from tau up weigh at least `kept`
+      const double tv = double(weight(__uint_as_float(f.bits)));
       const double need = ceil((p_target - double(f.above)) / tv);
-      n_ties = int(fmin(fmax(need, 1.0), double(count_equal(c, __uint_as_float(tau), sm))));
+      const int ties = f.bits == tau ? n_ties : count_equal(c, __uint_as_float(f.bits), sm);
+      tau = f.bits;
+      n_ties = int(fmin(fmax(need, 1.0), double(ties)));
       kept = double(f.above) + n_ties * tv;
+    }
+  }
+  // min-p drops the tokens with e < min_p (e is p / p_max); when it cuts above tau, the kept set
+  // becomes every token with e >= min_p.
+  if (r.min_p > 0 && r.min_p <= 1 && __uint_as_float(tau) < r.min_p) {
+    const int b1 = bucket_of(r.min_p);
+    if (weighs(b1)) {
+      ensure_listed(b1, 1, 0, z, V, m, k, c, ws_ids, ws_e, sm);
+      tau = __float_as_uint(r.min_p), n_ties = V;
+      kept = double(sm.s1[b1 + 1] + list_mass_from(c, b1, tau, sm));
     }
   }
 
   const double target = double(r.u) * kept;
-  const Found g = radix_search(target, true, z, V, m, k, c, ws_ids, ws_e, sm);
+  const Found g = radix_search<false>(sm.s1, target, true, z, V, m, k, c, ws_ids, ws_e, sm);
   if (!g.ok) {  // u >= 1 or NaN
     if (threadIdx.x == 0) out[b] = fallback;
     return;
@@ -387,7 +452,7 @@ Layout layout(void* ws, int B, int V) {
   Layout l{};
   auto* p = static_cast<uint8_t*>(ws);
   size_t off = 0;
-  l.hist = reinterpret_cast<uint64_t*>(p + off), off += size_t(B) * kBuckets * sizeof(uint64_t);
+  l.hist = reinterpret_cast<uint64_t*>(p + off), off += size_t(B) * kHistPerRow * sizeof(uint64_t);
   l.parts = reinterpret_cast<Partial*>(p + off), off += logit_partials_capacity(B) * sizeof(Partial);
   l.ids = reinterpret_cast<int*>(p + off), off += size_t(B) * size_t(V) * sizeof(int);
   l.es = reinterpret_cast<float*>(p + off), off += size_t(B) * size_t(V) * sizeof(float);
@@ -417,7 +482,7 @@ void sample(const float* logits, int B, int V, const SampleRow* rows, SampleRule
   require_ptr(workspace, fn, "workspace");
   const Layout l = layout(workspace, B, V);
   const Chunking ch = logit_chunking(B, V);
-  launch_logit_partials(logits, B, V, ch, l.parts, l.hist, kBuckets, stream);
+  launch_logit_partials(logits, B, V, ch, l.parts, l.hist, kHistPerRow, stream);
   launch_pdl(sample_hist_kernel, dim3(unsigned(ch.chunks), unsigned(B)), kHistThreads, 0, stream, logits, V, ch.len,
              rows, rule, l.parts, ch.chunks, l.hist);
   launch_pdl(sample_pick_kernel, unsigned(B), kPickThreads, 0, stream, logits, V, rows, rule, l.parts, ch.chunks,

@@ -39,6 +39,9 @@ void check_params(std::span<const SampleParams> params, int rows) {
     if (!(p.top_p > 0 && p.top_p <= 1))
       throw Error(fmt::format("Batch::sample: row {}: top_p {} is outside (0, 1]", i, p.top_p));
     if (!(p.u >= 0 && p.u < 1)) throw Error(fmt::format("Batch::sample: row {}: u {} is outside [0, 1)", i, p.u));
+    if (p.top_k < 0) throw Error(fmt::format("Batch::sample: row {}: top_k {} is negative", i, p.top_k));
+    if (!(p.min_p >= 0 && p.min_p <= 1))
+      throw Error(fmt::format("Batch::sample: row {}: min_p {} is outside [0, 1]", i, p.min_p));
   }
 }
 
@@ -124,7 +127,8 @@ std::vector<int32_t> Batch::sample(std::span<const SampleParams> params) {
   Impl& b = *p_;
   check_params(params, b.last_rows);
   for (size_t i = 0; i < params.size(); ++i)
-    b.sample_h.get()[i] = {params[i].temperature, params[i].top_p, params[i].u, 0.0f, 0.0};
+    b.sample_h.get()[i] = {params[i].temperature, params[i].top_p, params[i].u, 0.0f, params[i].top_k,
+                           params[i].min_p, 0.0};
   return sample_staged(b, ops::SampleRule::fixed, nullptr);
 }
 
@@ -142,7 +146,7 @@ std::vector<int32_t> Batch::sample_by_entropy(std::span<const EntropyRule> rules
     const EntropyRule& r = rules[i];
     if (!std::isfinite(r.threshold) || !std::isfinite(r.t_low))
       throw Error(fmt::format("Batch::sample_by_entropy: row {}: threshold or t_low is not finite", i));
-    b.sample_h.get()[i] = {r.t_high, r.top_p, r.u, r.t_low, r.threshold};
+    b.sample_h.get()[i] = {r.t_high, r.top_p, r.u, r.t_low, 0, 0.0f, r.threshold};
   }
   std::vector<float> h;
   return sample_staged(b, ops::SampleRule::entropy, entropies ? entropies : &h);
