@@ -5,12 +5,13 @@
 //      from the entropy when asked), each token's weight e = 2^((z - M) log2(e) / T) in (0, 1] as a
 //      fixed-point integer w = floor(e * 2^41), added into a histogram over e's top bits (exponent
 //      and 4 mantissa bits: 1/16 octave per bucket; e < 2^-41 weighs nothing);
-//   3. sample_pick_kernel, one CTA per row: the nucleus cut tau (the largest e with
-//      mass(e' >= e) >= top_p * Z) and then the draw sigma (the largest e with mass(e' >= e) >
-//      u * kept mass) are radix searches: the histogram's suffix sums give the bucket, that
-//      bucket's tokens are listed (one pass over the row), and two histogram levels over the list's
-//      lower bits give the exact value. Of the tokens equal to tau the lowest ids are kept, as many
-//      as the mass still needs; of those equal to sigma, the one that the draw falls on in id order.
+//   3. sample_pick_kernel, one CTA per row: the cuts (top-k: the largest e with count(e' >= e) >=
+//      k; top-p: the largest e with mass(e' >= e) >= top_p * the mass top-k kept; min-p: e >= min_p,
+//      as e = p / p_max) and then the draw sigma (the largest e with mass(e' >= e) > u * the kept
+//      mass) are radix searches: the histogram's suffix sums give the bucket, that bucket's tokens
+//      are listed (one pass over the row), and two histogram levels over the list's lower bits give
+//      the exact value. Of the tokens equal to a cut the lowest ids are kept, as many as the count
+//      or mass still needs; of those equal to sigma, the one that the draw falls on in id order.
 // The sums are integers (exact, whatever the order of additions), so the choice is the same on
 // every run and equals a float64 reference except within ~1e-7 of a boundary (the FP32
 // exponentials; a token weighs up to 2^-41 less than its e).

@@ -148,8 +148,7 @@ std::vector<int32_t> Batch::sample_by_entropy(std::span<const EntropyRule> rules
       throw Error(fmt::format("Batch::sample_by_entropy: row {}: threshold or t_low is not finite", i));
     b.sample_h.get()[i] = {r.t_high, r.top_p, r.u, r.t_low, 0, 0.0f, r.threshold};
   }
-  std::vector<float> h;
-  return sample_staged(b, ops::SampleRule::entropy, entropies ? entropies : &h);
+  return sample_staged(b, ops::SampleRule::entropy, entropies);
 }
 
 std::vector<float> Batch::decode(std::span<const int> slots, std::span<const int32_t> tokens) {
