@@ -277,6 +277,37 @@ TEST_F(OpsLogits, SampleTopKTiesGoToLowerIds) {
   expect_samples(all, int(rows.size()), V, rows);
 }
 
+// NaN logits are never drawn (nor are -inf ones), u at or past 1 still gives a valid id, and a row
+// of only NaN / -inf logits gives id 0.
+TEST_F(OpsLogits, SampleSkipsNanLogits) {
+  const int V = 3000;
+  std::vector<float> z(static_cast<size_t>(V));
+  for (int i = 0; i < V; ++i) z[size_t(i)] = i % 3 == 0 ? NAN : i % 3 == 1 ? -INFINITY : float(normal());
+  std::vector<float> dead(static_cast<size_t>(V), -INFINITY);
+  dead[5] = NAN;
+  std::vector<float> all;
+  std::vector<ops::SampleRow> rows;
+  for (int r = 0; r < 8; ++r) {
+    all.insert(all.end(), z.begin(), z.end());
+    rows.push_back({1.0f, r % 2 ? 0.9f : 1.0f, r < 6 ? float(uniform()) : (r == 6 ? 1.0f : 2.0f), 0.0f, r % 4, 0.0f, 0.0});
+  }
+  all.insert(all.end(), dead.begin(), dead.end());
+  rows.push_back({1.0f, 0.9f, 0.5f, 0.0f, 0, 0.0f, 0.0});
+  const int B = int(rows.size());
+  GpuBuffer<float> dz(all);
+  GpuBuffer<ops::SampleRow> dr(rows);
+  GpuBuffer<int32_t> out(static_cast<size_t>(B));
+  GpuBuffer<uint8_t> ws(ops::sample_workspace_bytes(B, V));
+  out.poison();
+  ops::sample(dz.get(), B, V, dr.get(), ops::SampleRule::fixed, out.get(), nullptr, ws.get(), nullptr);
+  const auto got = out.host();
+  for (int b = 0; b + 1 < B; ++b) {
+    ASSERT_TRUE(got[size_t(b)] >= 0 && got[size_t(b)] < V) << "row " << b;
+    EXPECT_EQ(got[size_t(b)] % 3, 2) << "row " << b << " drew id " << got[size_t(b)];
+  }
+  EXPECT_EQ(got[size_t(B - 1)], 0);
+}
+
 // ReSET's rule inside the sampler: a row takes `temperature` when its entropy reaches the
 // threshold, else t_low, and draws what the fixed rule draws at that temperature; the entropies
 // are the bits logits_entropy_argmax gives.
