@@ -18,6 +18,7 @@ namespace {
 
 constexpr int kBlock = 16;
 constexpr int kThreads = 256;
+constexpr int kMaxK = kThreads * 16 * kBlock;  // a row's blocks in registers, at most 16 per thread
 
 // Nearest E4M3 code of a >= 0, ties to even, saturating at 0x7E (448): the CPU's minifloat_code.
 __device__ uint32_t e4m3_code(double a) {
@@ -42,13 +43,6 @@ __device__ float e4m3_value(uint32_t c) {
 }
 
 __device__ __constant__ float kFp4[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-
-// OCP rounding (ties to even); the sign from r's sign bit.
-__device__ uint32_t fp4_code_even(double r) {
-  const double a = fabs(r);
-  const uint32_t i = (a > 0.25) + (a >= 0.75) + (a > 1.25) + (a >= 1.75) + (a > 2.5) + (a >= 3.5) + (a > 5.0);
-  return i | (signbit(r) ? 8u : 0u);
-}
 
 // RaZeR element rule: nearest of the FP4 levels (ties to the smaller magnitude, zero is code 0)
 // and sv (code 8); returns the code and its value.
@@ -84,13 +78,83 @@ __device__ double razer_block(const float* x, double step, double sv, float* val
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-// One CTA per row: the row's amax (exact in any order), gs, then one thread per block of 16.
+// OCP FP4 rounding (ties to even) of |x| / step, as the CPU library decides it in float64 (level
+// i when |x| / step passes thresholds 0.25, 0.75, ...), without dividing: |x| / step > t exactly
+// when |x| > t * step (x has 11 significant bits and t * step at most 31, exact in double, so the
+// double quotient cannot round onto a threshold t), and for a float a, a > T exactly when
+// a > RD(T) (a >= T when a >= RU(T)). So seven float comparisons make the same decisions.
+struct Fp4Thresholds {
+  float t[7];
+  __device__ explicit Fp4Thresholds(double step) {
+    constexpr double kT[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};  // > >= > >= > >= >
+#pragma unroll
+    for (int j = 0; j < 7; ++j) t[j] = j % 2 ? __double2float_ru(kT[j] * step) : __double2float_rd(kT[j] * step);
+  }
+  __device__ uint32_t index(float a) const {
+    return (a > t[0]) + (a >= t[1]) + (a > t[2]) + (a >= t[3]) + (a > t[4]) + (a >= t[5]) + (a > t[6]);
+  }
+};
+
+// kFp4[i] without a table lookup: 0, 0.5, 1, 1.5, then 2, 3, 4, 6.
+__device__ __forceinline__ float fp4_level(uint32_t i) {
+  return i < 4 ? 0.5f * float(i) : float(2 + (i & 1)) * float(1u << ((i - 4) >> 1));
+}
+
+// One block of 16 (raw: its two 16-byte words) quantized with the row's global scale gs, written
+// back as fp16 code * block scale.
 template <bool kRazer>
-__global__ void quantize_rows_kernel(const __half* x, int K, float sv_mag, __half* xq, float* row_scale) {
-  const __half* row = x + int64_t(blockIdx.x) * K;
-  __half* out = xq + int64_t(blockIdx.x) * K;
+__device__ void quantize_block(const uint4 (&raw)[2], float gs, float sv_mag, __half* out) {
+  const __half* hin = reinterpret_cast<const __half*>(raw);
+  float xb[kBlock], vals[kBlock];
+  float bmax = 0;
+#pragma unroll
+  for (int i = 0; i < kBlock; ++i) xb[i] = __half2float(hin[i]), bmax = fmaxf(bmax, fabsf(xb[i]));
+  const uint32_t sc = e4m3_code(double(bmax) / (double(gs) * 6.0));
+  const float s = e4m3_value(sc);
+  const double step = double(gs) * double(s);
+  if constexpr (kRazer) {
+    float minus[kBlock];
+    const double err_plus = razer_block(xb, step, double(sv_mag), vals);
+    if (razer_block(xb, step, -double(sv_mag), minus) < err_plus)
+      for (int i = 0; i < kBlock; ++i) vals[i] = minus[i];
+  } else {
+    const Fp4Thresholds th(step);
+#pragma unroll
+    for (int i = 0; i < kBlock; ++i) {
+      const float v = step == 0.0 ? 0.0f : fp4_level(th.index(fabsf(xb[i])));
+      vals[i] = step != 0.0 && signbit(xb[i]) ? -v : v;
+    }
+  }
+  // value * s is exact in fp16 (a few significant bits, within 2^-10 .. 2^12)
+  alignas(16) __half h[kBlock];
+#pragma unroll
+  for (int i = 0; i < kBlock; ++i) h[i] = __float2half_rn(vals[i] * s);
+  reinterpret_cast<uint4*>(out)[0] = reinterpret_cast<const uint4*>(h)[0];
+  reinterpret_cast<uint4*>(out)[1] = reinterpret_cast<const uint4*>(h)[1];
+}
+
+// One CTA per row. Each thread loads its kPer blocks of 16 at once (all loads in flight) and keeps
+// them in registers: the row's amax (exact in any order), gs, then each block quantized.
+template <bool kRazer, int kPer>
+__global__ void __launch_bounds__(kThreads)
+    quantize_rows_kernel(const __half* x, int K, float sv_mag, __half* xq, float* row_scale) {
+  const int nb = K / kBlock;
+  const uint4* row8 = reinterpret_cast<const uint4*>(x + int64_t(blockIdx.x) * K);  // K % 16 == 0
+  uint4 raw[kPer][2];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int b = threadIdx.x + j * kThreads;
+    raw[j][0] = raw[j][1] = make_uint4(0, 0, 0, 0);
+    if (b < nb) raw[j][0] = row8[2 * b], raw[j][1] = row8[2 * b + 1];
+  }
   float amax = 0;
-  for (int k = threadIdx.x; k < K; k += kThreads) amax = fmaxf(amax, fabsf(__half2float(row[k])));
+#pragma unroll
+  for (int j = 0; j < kPer; ++j)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float2 f = __half22float2(reinterpret_cast<const __half2*>(raw[j])[i]);
+      amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+    }
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   __shared__ float warp_max[kThreads / 32];
   if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
@@ -100,34 +164,24 @@ __global__ void quantize_rows_kernel(const __half* x, int K, float sv_mag, __hal
   float gs = amax / (448.0f * 6.0f);
   if (gs == 0.0f) gs = 1.0f;
   if (threadIdx.x == 0) row_scale[blockIdx.x] = gs;
-
-  for (int b = threadIdx.x; b < K / kBlock; b += kThreads) {
-    float xb[kBlock], vals[kBlock];
-    float bmax = 0;
+  __half* out = xq + int64_t(blockIdx.x) * K;
 #pragma unroll
-    for (int i = 0; i < kBlock; ++i) xb[i] = __half2float(row[b * kBlock + i]), bmax = fmaxf(bmax, fabsf(xb[i]));
-    const uint32_t sc = e4m3_code(double(bmax) / (double(gs) * 6.0));
-    const float s = e4m3_value(sc);
-    const double step = double(gs) * double(s);
-    if constexpr (kRazer) {
-      float minus[kBlock];
-      const double err_plus = razer_block(xb, step, double(sv_mag), vals);
-      if (razer_block(xb, step, -double(sv_mag), minus) < err_plus)
-        for (int i = 0; i < kBlock; ++i) vals[i] = minus[i];
-    } else {
-#pragma unroll
-      for (int i = 0; i < kBlock; ++i) {
-        const uint32_t c = step == 0.0 ? 0u : fp4_code_even(double(xb[i]) / step);
-        vals[i] = (c & 8u) ? -kFp4[c & 7] : kFp4[c & 7];
-      }
-    }
-    // value * s is exact in fp16 (a few significant bits, within 2^-10 .. 2^12)
-    alignas(16) __half h[kBlock];
-#pragma unroll
-    for (int i = 0; i < kBlock; ++i) h[i] = __float2half_rn(vals[i] * s);
-    reinterpret_cast<uint4*>(out + b * kBlock)[0] = reinterpret_cast<const uint4*>(h)[0];
-    reinterpret_cast<uint4*>(out + b * kBlock)[1] = reinterpret_cast<const uint4*>(h)[1];
+  for (int j = 0; j < kPer; ++j) {
+    const int b = threadIdx.x + j * kThreads;
+    if (b < nb) quantize_block<kRazer>(raw[j], gs, sv_mag, out + b * kBlock);
   }
+}
+
+template <bool kRazer>
+void launch_quantize_rows(const __half* x, int M, int K, float sv, __half* xq, float* row_scale,
+                          cudaStream_t stream) {
+  const int per = (K / kBlock + kThreads - 1) / kThreads;
+  auto go = [&](auto kernel) { kernel<<<M, kThreads, 0, stream>>>(x, K, sv, xq, row_scale); };
+  if (per <= 1) go(quantize_rows_kernel<kRazer, 1>);
+  else if (per <= 2) go(quantize_rows_kernel<kRazer, 2>);
+  else if (per <= 4) go(quantize_rows_kernel<kRazer, 4>);
+  else if (per <= 8) go(quantize_rows_kernel<kRazer, 8>);
+  else go(quantize_rows_kernel<kRazer, 16>);
 }
 
 }  // namespace
@@ -139,15 +193,15 @@ void quantize_rows_nvfp4(const uint16_t* x, int M, int K, std::string_view act_f
   if (!is_w4a4_act_format(act_format))
     throw Error("quantize_rows_nvfp4: activation format '" + std::string(act_format) +
                 "' has no GPU quantizer (nvfp4, nvfp4-razer-act)");
-  if (M < 1 || K < kBlock || K % kBlock != 0)
-    throw Error("quantize_rows_nvfp4: K = " + std::to_string(K) + " must be a positive multiple of 16 (M = " +
-                std::to_string(M) + ")");
+  if (M < 1 || K < kBlock || K % kBlock != 0 || K > kMaxK)
+    throw Error("quantize_rows_nvfp4: K = " + std::to_string(K) + " must be a positive multiple of 16 up to " +
+                std::to_string(kMaxK) + " (M = " + std::to_string(M) + ")");
   const auto* xi = reinterpret_cast<const __half*>(x);
   auto* xo = reinterpret_cast<__half*>(xq);
   if (act_format == "nvfp4")
-    quantize_rows_kernel<false><<<M, kThreads, 0, stream>>>(xi, K, 0.0f, xo, row_scale);
+    launch_quantize_rows<false>(xi, M, K, 0.0f, xo, row_scale, stream);
   else
-    quantize_rows_kernel<true><<<M, kThreads, 0, stream>>>(xi, K, sv, xo, row_scale);
+    launch_quantize_rows<true>(xi, M, K, sv, xo, row_scale, stream);
   NIBBLE_CUDA_CHECK(cudaGetLastError());
 }
 
