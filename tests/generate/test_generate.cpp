@@ -7,14 +7,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "nibble/model.h"
 #include "nibble/paths.h"
+#include "nibble/safetensors.h"
 #include "nibble/sampler.h"
 
 namespace {
@@ -84,6 +87,44 @@ CliResult run_cli(const std::vector<std::string>& args) {
   return r;
 }
 
+// A random one-layer Llama of 1024 ids (F32) in a fresh temp directory: twice the 512 ids of the
+// llama2.c tokenizer it runs with, like a model whose vocabulary is padded past its tokenizer's.
+fs::path padded_vocab_model() {
+  const int H = 32, I = 48, V = 1024, heads = 4, kv = 2, d = 8;
+  const fs::path dir = fs::temp_directory_path() / ("nibble_padded_vocab_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::mt19937 gen(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  nibble::SafetensorsWriter w;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float sd, float mean = 0) {
+    std::vector<float> v(size_t(shape[0] * (shape.size() > 1 ? shape[1] : 1)));
+    for (float& x : v) x = mean + sd * nd(gen);
+    w.add_f32(name, shape, v.data());
+  };
+  add("model.embed_tokens.weight", {V, H}, 1.0f);
+  const std::string p = "model.layers.0.";
+  add(p + "input_layernorm.weight", {H}, 0.1f, 1.0f);
+  add(p + "post_attention_layernorm.weight", {H}, 0.1f, 1.0f);
+  add(p + "self_attn.q_proj.weight", {heads * d, H}, 0.3f);
+  add(p + "self_attn.k_proj.weight", {kv * d, H}, 0.3f);
+  add(p + "self_attn.v_proj.weight", {kv * d, H}, 0.3f);
+  add(p + "self_attn.o_proj.weight", {H, heads * d}, 0.2f);
+  add(p + "mlp.gate_proj.weight", {I, H}, 0.2f);
+  add(p + "mlp.up_proj.weight", {I, H}, 0.2f);
+  add(p + "mlp.down_proj.weight", {H, I}, 0.2f);
+  add("model.norm.weight", {H}, 0.1f, 1.0f);
+  add("lm_head.weight", {V, H}, 0.3f);
+  w.write(dir / "model.safetensors");
+  const nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", H},
+                                 {"intermediate_size", I}, {"num_hidden_layers", 1},
+                                 {"num_attention_heads", heads}, {"num_key_value_heads", kv},
+                                 {"head_dim", d}, {"vocab_size", V}, {"max_position_embeddings", 64},
+                                 {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0},
+                                 {"tie_word_embeddings", false}, {"torch_dtype", "float32"}};
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir;
+}
+
 }  // namespace
 
 TEST(Generate, HouseGreedyMatchesReferenceSlow) {
@@ -142,6 +183,19 @@ TEST(Generate, CliSeedReproducesSampling) {
   auto c = run_cli(args), d = run_cli(args);
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(c.out, d.out);
+}
+
+// Ids past the tokenizer (a padded vocabulary, random weights) print nothing, with one note, and
+// generation goes on to the requested length.
+TEST(Generate, CliSkipsIdsPastTheTokenizer) {
+  const fs::path dir = padded_vocab_model();
+  const fs::path tok = nibble::data_dir() / "models" / "aidreams260K-llama2c" / "tok512.bin";
+  auto r = run_cli({"generate", "-m", dir.string(), "--tokenizer", tok.string(), "-p", "Once", "-n", "40",
+                    "--temp", "2.0", "--top-p", "1", "--seed", "3"});
+  fs::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("outside the tokenizer's 512 ids"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("generation: 40 tokens"), std::string::npos) << r.err;
 }
 
 TEST(Generate, CliRejectsOverlongPromptAndBadOptions) {

@@ -69,6 +69,13 @@ class TextStreamer {
   }
 
   void push(int32_t id) {
+    if (id < 0 || id >= tok_.vocab_size()) {  // a model row past the tokenizer (padding, random weights)
+      if (!warned_)
+        std::fprintf(stderr, "\nnote: token id %d is outside the tokenizer's %d ids: such tokens print nothing\n", id,
+                     tok_.vocab_size());
+      warned_ = true;
+      return;
+    }
     ids_.push_back(id);
     const std::string prefix_text = decode(prefix_, read_);
     const std::string text = decode(prefix_, ids_.size());
@@ -97,6 +104,7 @@ class TextStreamer {
   const nibble::Tokenizer& tok_;
   std::vector<int32_t> ids_;
   size_t prefix_ = 0, read_ = 0;
+  bool warned_ = false;
 };
 
 nibble::SamplerConfig sampler_config(const GenerateArgs& a) {
@@ -232,7 +240,8 @@ void run_generate(const GenerateArgs& a) {
     std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(scfg.seed));
 
   const std::unique_ptr<Generator> gen =
-      make_generator(a.device, *model, ctx, scfg, [&tok](int32_t id) { return tok.token_text(id); });
+      make_generator(a.device, *model, ctx, scfg,
+                     [&tok](int32_t id) { return id >= 0 && id < tok.vocab_size() ? tok.token_text(id) : std::string(); });
   TextStreamer out(tok, prompt);
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   std::fflush(stdout);
