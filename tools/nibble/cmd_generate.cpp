@@ -57,6 +57,9 @@ bool ends_in_partial_utf8(const std::string& s) {
   return cont < need;
 }
 
+// Whether the tokenizer has id: a model's vocabulary may run past it (padding, random weights).
+bool in_tokenizer(const nibble::Tokenizer& tok, int32_t id) { return id >= 0 && id < tok.vocab_size(); }
+
 // Prints generated text as it grows. Decoding is done over a short window of recent ids (so
 // tokenizers that treat the first token or byte pieces specially decode as in the full text),
 // and output is held back while the text ends inside a UTF-8 sequence or in U+FFFD.
@@ -69,7 +72,7 @@ class TextStreamer {
   }
 
   void push(int32_t id) {
-    if (id < 0 || id >= tok_.vocab_size()) {  // a model row past the tokenizer (padding, random weights)
+    if (!in_tokenizer(tok_, id)) {  // a model row past the tokenizer (padding, random weights)
       if (!warned_)
         std::fprintf(stderr, "\nnote: token id %d is outside the tokenizer's %d ids: such tokens print nothing\n", id,
                      tok_.vocab_size());
@@ -241,7 +244,7 @@ void run_generate(const GenerateArgs& a) {
 
   const std::unique_ptr<Generator> gen =
       make_generator(a.device, *model, ctx, scfg,
-                     [&tok](int32_t id) { return id >= 0 && id < tok.vocab_size() ? tok.token_text(id) : std::string(); });
+                     [&tok](int32_t id) { return in_tokenizer(tok, id) ? tok.token_text(id) : std::string(); });
   TextStreamer out(tok, prompt);
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   std::fflush(stdout);

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "decode.cuh"
 #include "gemm_kernels.cuh"
 #include "nibble/cuda/check.h"
 #include "nibble/cuda/gemm.h"
@@ -42,15 +43,13 @@ __device__ float e4m3_value(uint32_t c) {
   return e == 0 ? ldexpf(m / 8.0f, -6) : ldexpf(1.0f + m / 8.0f, e - 7);
 }
 
-__device__ __constant__ float kFp4[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-
 // RaZeR element rule: nearest of the FP4 levels (ties to the smaller magnitude, zero is code 0)
 // and sv (code 8); returns the code and its value.
 __device__ uint32_t razer_code(double r, double sv, double* value) {
   const double a = fabs(r);
   const uint32_t i = (a > 0.25) + (a > 0.75) + (a > 1.25) + (a > 1.75) + (a > 2.5) + (a > 3.5) + (a > 5.0);
   const bool neg = r < 0 && i > 0;
-  const double v = neg ? -double(kFp4[i]) : double(kFp4[i]);
+  const double v = neg ? -double(detail::fp4_value(int(i))) : double(detail::fp4_value(int(i)));
   const uint32_t code = i | (neg ? 8u : 0u);
   bool special;
   if (sv == v) {
@@ -95,11 +94,6 @@ struct Fp4Thresholds {
   }
 };
 
-// kFp4[i] without a table lookup: 0, 0.5, 1, 1.5, then 2, 3, 4, 6.
-__device__ __forceinline__ float fp4_level(uint32_t i) {
-  return i < 4 ? 0.5f * float(i) : float(2 + (i & 1)) * float(1u << ((i - 4) >> 1));
-}
-
 // One block of 16 (raw: its two 16-byte words) quantized with the row's global scale gs, written
 // back as fp16 code * block scale.
 template <bool kRazer>
@@ -121,7 +115,7 @@ __device__ void quantize_block(const uint4 (&raw)[2], float gs, float sv_mag, __
     const Fp4Thresholds th(step);
 #pragma unroll
     for (int i = 0; i < kBlock; ++i) {
-      const float v = step == 0.0 ? 0.0f : fp4_level(th.index(fabsf(xb[i])));
+      const float v = step == 0.0 ? 0.0f : detail::fp4_value(int(th.index(fabsf(xb[i]))));
       vals[i] = step != 0.0 && signbit(xb[i]) ? -v : v;
     }
   }

@@ -19,6 +19,13 @@ __device__ __forceinline__ float2 h2bits_to_float2(uint32_t h) {
   return __half22float2(v);
 }
 
+// FP4 E2M1 value of code c (c & 8 is the sign).
+__device__ __forceinline__ float fp4_value(int c) {
+  const int em = c & 7;
+  const float mag = em < 2 ? 0.5f * em : float(1 << ((em >> 1) - 1)) * (1.0f + 0.5f * (em & 1));
+  return (c & 8) ? -mag : mag;
+}
+
 // FP4 E2M1, OCP code layout S EE M. Placing S at fp16 bit 15 and EEM at bits 11..9 gives an fp16
 // equal to value * 2^-14 for every code, subnormal 0.5 included (fp16's own subnormal), so the
 // decode is two shifts and one LOP3 per pair; the caller multiplies the 2^14 back in once, after

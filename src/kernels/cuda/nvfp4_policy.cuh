@@ -87,13 +87,6 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
   }
 };
 
-// FP4 E2M1 value of code c (c & 8 is the sign).
-__device__ __forceinline__ float fp4_value(int c) {
-  const int em = c & 7;
-  const float mag = em < 2 ? 0.5f * em : float(1 << ((em >> 1) - 1)) * (1.0f + 0.5f * (em & 1));
-  return (c & 8) ? -mag : mag;
-}
-
 template <bool kRazer>
 struct Nvfp4Lut : Nvfp4Base<kRazer> {
   using B = Nvfp4Base<kRazer>;

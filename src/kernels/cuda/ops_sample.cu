@@ -80,6 +80,8 @@ __device__ RowState row_state(const Partial* parts, int chunks, const SampleRow&
 }
 
 __device__ inline bool sampled(const RowState& s) { return s.temp > 0 && s.best.i != 0x7fffffff; }
+// k of token_t: log2(e) / T, the same value in both kernels.
+__device__ inline float log2_scale(const RowState& s) { return 1.4426950408889634f / s.temp; }
 
 __global__ void __launch_bounds__(kHistThreads)
     sample_hist_kernel(const float* logits, int V, int chunk, const SampleRow* rows, SampleRule rule,
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(kHistThreads)
   for (int i = threadIdx.x; i < 5 * kBuckets; i += kHistThreads) h[i] = 0;
   __syncthreads();
   if (!sampled(st)) return;
-  const float k = 1.4426950408889634f / st.temp, m = st.best.v;
+  const float k = log2_scale(st), m = st.best.v;
   const int c0 = blockIdx.x * chunk, n = max(0, min(chunk, V - c0));
   const bool counts = rows[b].top_k > 0;  // only top-k needs the counts
   row_foreach(logits + int64_t(b) * V + c0, n, [&](int, float z) {
@@ -372,7 +374,7 @@ __global__ void __launch_bounds__(kPickThreads)
   }
   suffix_sums(sm.s1, kBuckets, sm.warp_tot);
   const double Z = double(sm.s1[0]);
-  const float k = 1.4426950408889634f / st.temp, m = st.best.v;
+  const float k = log2_scale(st), m = st.best.v;
   const float* z = logits + int64_t(b) * V;
   ws_ids += int64_t(b) * V, ws_e += int64_t(b) * V;
   CandList c{nullptr, nullptr, 0};
