@@ -259,6 +259,47 @@ TEST(GemvHalfSums, StayFiniteForLargeActivations) {
   }
 }
 
+// MXFP4's tile layout scales in fp16 relative to the tensor's largest block scale, exact while the
+// blocks with a nonzero code span at most 2^24: at exactly 2^24 the tensor cores must match the
+// reference (all-zero blocks with any exponent, 0 and 254 here, do not count), at 2^25 the tensor
+// has no tile layout and runs on CUDA cores, and a NaN exponent in a nonzero block is refused.
+TEST(GemvMxfp4Tiles, ScaleSpanDecidesTheTensorCorePath) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  const int64_t N = 40, K = 256, G = K / 32;
+  PackedTensor t = quantize("mxfp4", random_weights(N, K, g).data(), N, K);  // row 1 all zero
+  const int hi = 120;  // scales up to 2^-7: the outputs stay inside fp16
+  for (int64_t i = 0; i < N * G; ++i) t.scales[size_t(i)] = uint8_t(hi - int(i % 25));  // 2^-24 .. 1 of the largest
+  for (int64_t b = 0; b < G; ++b) t.scales[size_t(G + b)] = b % 2 ? 254 : 0;
+  for (int span : {24, 25}) {
+    SCOPED_TRACE("span 2^" + std::to_string(span));
+    t.scales[3] = uint8_t(hi - span);
+    const std::vector<float> wq = dequantize(t);
+    const DeviceWeight dw = upload(t, "mx");
+    EXPECT_EQ(dw.qweight_mma != nullptr, span <= 24);
+    LinearOptions tc;
+    tc.engine = Engine::tensor_cores;
+    for (int M : {2, 9, 16}) {
+      const std::vector<uint16_t> x = random_x(M, K, g);
+      const Reference ref = reference(x, wq, M, N, K, half_run("mxfp4"));
+      GpuBuffer<uint16_t> dx(x), dy(size_t(M * N));
+      if (span <= 24) {
+        dy.poison();
+        linear(dx.get(), M, dw, dy.get(), nullptr, tc);
+        expect_close(dy.host(), ref, "tensor cores M=" + std::to_string(M), 0.0);
+      } else {
+        EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, tc), Error);
+      }
+      dy.poison();
+      linear(dx.get(), M, dw, dy.get(), nullptr);
+      expect_close(dy.host(), ref, "dispatcher's choice M=" + std::to_string(M), 0.0, true);
+    }
+  }
+  t.scales[5] = 255;
+  EXPECT_THROW(upload(t, "mx"), Error);
+}
+
 TEST(GemvErrors, BadArgumentsThrowNibbleError) {
   std::vector<float> w(64 * 128, 0.5f);
   const DeviceWeight dw = upload(quantize("nvfp4", w.data(), 64, 128), "w");

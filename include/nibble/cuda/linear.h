@@ -51,8 +51,11 @@ class DeviceWeight {
   void* scales = nullptr;       // per-group scales (native width), kernel layout
   void* aux = nullptr;          // second metadata plane (int4 zero points), or null
   // The codes again in the tensor-core tile layout (null: no such path); NVFP4 formats interleave
-  // their block scales with the codes there.
+  // their block scales with the codes there, MXFP4 its scales as fp16 exponents relative to the
+  // tensor's largest (only when its nonzero blocks' scales span at most 2^24; otherwise it has no
+  // tile layout and runs on CUDA cores at every M).
   void* qweight_mma = nullptr;
+  float mma_out_factor = 1.0f;  // the tile layout's output scale over global_scale (MXFP4)
   size_t qweight_bytes = 0, scales_bytes = 0, aux_bytes = 0, qweight_mma_bytes = 0;
   // A stack (upload_stacked): rows and global scale of each part, in order; empty for one weight.
   std::vector<int64_t> part_rows;

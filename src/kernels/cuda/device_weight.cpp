@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <utility>
 
 #include "nibble/cuda/check.h"
@@ -79,7 +80,7 @@ DeviceWeight& DeviceWeight::operator=(DeviceWeight&& o) noexcept {
   if (this != &o) {
     release();
     kind = o.kind, format = std::move(o.format), N = o.N, K = o.K, block = o.block;
-    global_scale = o.global_scale, sv_a = o.sv_a, sv_b = o.sv_b;
+    global_scale = o.global_scale, sv_a = o.sv_a, sv_b = o.sv_b, mma_out_factor = o.mma_out_factor;
     qweight = std::exchange(o.qweight, nullptr), scales = std::exchange(o.scales, nullptr);
     aux = std::exchange(o.aux, nullptr), qweight_mma = std::exchange(o.qweight_mma, nullptr);
     qweight_mma_bytes = std::exchange(o.qweight_mma_bytes, 0);
@@ -151,9 +152,19 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name) {
   }
   w.qweight = to_device(*qp), w.qweight_bytes = qp->size();
   if (spec->kind != WeightKind::razer_fp3_g128 && spec->kind != WeightKind::fp16 && t.cols % 64 == 0) {
-    const bool scales16 = spec->kind == WeightKind::nvfp4 || spec->kind == WeightKind::nvfp4_razer;
-    const std::vector<uint8_t> tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols, scales16 ? sp : nullptr);
-    w.qweight_mma = to_device(tiles), w.qweight_mma_bytes = tiles.size();
+    std::optional<std::vector<uint8_t>> tiles;
+    if (spec->kind == WeightKind::nvfp4 || spec->kind == WeightKind::nvfp4_razer) {
+      tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols, sp, 4);
+    } else if (spec->kind == WeightKind::mxfp4) {
+      int hi = 0;
+      if (const auto f = detail::mxfp4_tile_exponents(*qp, *sp, t.rows, t.cols, name, &hi)) {
+        tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols, &*f, 2);
+        w.mma_out_factor = detail::mxfp4_tile_factor(hi);
+      }
+    } else {
+      tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols);
+    }
+    if (tiles) w.qweight_mma = to_device(*tiles), w.qweight_mma_bytes = tiles->size();
   }
   w.scales = to_device(*sp), w.scales_bytes = sp->size();
   return w;

@@ -116,7 +116,8 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
   const detail::MmaLauncher mma = w.qweight_mma ? pick_mma_launcher(w.kind) : nullptr;
   if (choice.engine == Engine::tensor_cores && !mma) {
     if (opt.engine == Engine::tensor_cores)
-      throw Error(fmt::format("linear '{}': no tensor-core kernel for this format / K = {} (needs K % 64 == 0)",
+      throw Error(fmt::format("linear '{}': no tensor-core kernel for this format / K = {} (needs K % 64 == 0; MXFP4 "
+                              "also block scales spanning at most 2^24)",
                               w.format, w.K));
     choice.engine = Engine::cuda_cores;
   }
@@ -155,6 +156,7 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
     pick_stream_launcher(w.kind)(a, stream);
   } else if (choice.engine == Engine::tensor_cores) {
     a.q = static_cast<const uint8_t*>(w.qweight_mma);
+    a.out_scale *= w.mma_out_factor, a.out_scale1 *= w.mma_out_factor, a.out_scale2 *= w.mma_out_factor;
     mma(a, stream);
   } else {
     pick_launcher(w.kind, choice.fp4_decode)(a, choice.rows_per_warp, stream);

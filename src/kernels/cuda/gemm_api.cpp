@@ -13,6 +13,7 @@
 #include "nibble/cuda/gemm.h"
 #include "nibble/error.h"
 #include "nibble/half.h"
+#include "repack.h"
 
 namespace nibble::cuda {
 
@@ -73,22 +74,13 @@ std::vector<uint32_t> repack_codes(const std::vector<uint8_t>& q, int64_t N, int
 // 2^(e - 127 - shift), with 2^shift moved into the epilogue's alpha. shift puts the largest scale
 // of the tensor at 2^13 (6 * 2^13 < 65504); blocks of all-zero codes do not count. Returns shift.
 int mxfp4_scale_shift(const PackedTensor& t, std::string_view name) {
-  const int64_t G = t.cols / 32;
-  int emax = -1, emin = 256;
-  for (int64_t i = 0; i < t.rows * G; ++i) {
-    bool nonzero = false;
-    for (int b = 0; b < 16; ++b) nonzero |= (t.qweight[size_t(i * 16 + b)] & 0x77) != 0;
-    if (!nonzero) continue;
-    const int e = t.scales[size_t(i)];
-    if (e == 255) throw Error(fmt::format("{}: NaN E8M0 scale in block {}", name, i));
-    emax = std::max(emax, e), emin = std::min(emin, e);
-  }
-  if (emax < 0) return 0;
+  const detail::ExponentRange r = detail::mxfp4_exponent_range(t.qweight, t.scales, t.rows * (t.cols / 32), name);
+  if (r.hi < 0) return 0;
   // the smallest scale must stay a normal fp16 (>= 2^-14) so value * scale is exact
-  if (emax - emin > 27)
+  if (r.hi - r.lo > 27)
     throw Error(fmt::format("{}: MXFP4 block scales span 2^{} (more than 2^27): no fp16 GEMM path", name,
-                            emax - emin));
-  return emax - 127 - 13;
+                            r.hi - r.lo));
+  return r.hi - 127 - 13;
 }
 
 // Per (group, column) metadata words, group-major.

@@ -2,7 +2,7 @@
 // Tensor-core decode GEMV for M = 1..16 (paper 002's large-M dispatch): the weights are decoded in
 // registers straight into mma.sync m16n8k16 A fragments (fp16), X rows are the B operand (one n8
 // tile per 8 tokens), FP32 accumulators; the group scales are applied in fp16 to the decoded
-// weights (NVFP4) or to each group's FP32 sum (the other formats), see "Scales" below. The decode
+// weights (NVFP4, MXFP4) or to each group's FP32 sum (the other formats), see "Scales" below. The decode
 // work per weight does not grow with M, which is what keeps M = 16 near M = 1.
 //
 // Kernel layout ("mma layout", repack_mma_tiles): per 16-row block and 64-element chunk of K,
@@ -11,7 +11,9 @@
 // k offset 2 (p >> 1 & 1) + (p >> 2); so decode pair p (nibbles p, p + 4) is A register a_p.
 // The mma's k slots {2t, 2t+1, 2t+8, 2t+9} stand for k = 16j + 4t + {0, 1, 2, 3}, so each lane's
 // B fragment is one 8-byte load of X. Each tile lies inside one scale group (groups >= 16).
-// NVFP4 formats (kScaledH) follow each chunk's 512 bytes with its 64 scale bytes (kMmaChunkBytes).
+// The policies that scale in fp16 (kScaledH) follow each chunk's 512 bytes with its rows' scales
+// (kMmaChunkBytes): NVFP4 formats their 4 scale bytes per row, MXFP4 2 bytes per row (its blocks'
+// scales as fp16 exponents relative to the tensor's largest, gemv_mxfp4.cu).
 //
 // CTA: RB 16-row blocks (a.mma_row_blocks); its 8 warps take interleaved steps of U chunks of K,
 // each chunk for all RB blocks, so one B fragment of X serves RB blocks (X is read N / 16 / RB
@@ -48,17 +50,31 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Bytes per block and chunk in the tile layout: the scaled (NVFP4) policies' chunks carry the
-// block's 16 rows x 4 scale bytes after the 512 code bytes (repack_mma_tiles), the others read
-// their row-major metadata plane.
+// Bytes per block and chunk in the tile layout: the scaled policies' chunks carry the block's
+// 16 rows x kTileScaleBytes after the 512 code bytes (repack_mma_tiles), the others read their
+// row-major metadata plane.
 template <class F>
-constexpr int kMmaChunkBytes = F::kScaledH ? int(kMmaScaledChunkBytes) : 512;
+constexpr int mma_chunk_bytes_of() {
+  if constexpr (F::kScaledH) return int(mma_chunk_bytes(F::kTileScaleBytes));
+  else return 512;
+}
+template <class F>
+constexpr int kMmaChunkBytes = mma_chunk_bytes_of<F>();
 
-// One row pair's metadata of a chunk from the tile layout's scale bytes (row g at g * 4; row g + 8
-// eight words on): meta[row g / g + 8][first / second half of the chunk].
+// Row r's scale bytes of a chunk in the tile layout (scales: the chunk's bytes after its codes).
+template <class F>
+__device__ __forceinline__ uint32_t tile_scale_word(const uint8_t* scales, int r) {
+  if constexpr (F::kTileScaleBytes == 4) return __ldg(reinterpret_cast<const uint32_t*>(scales) + r);
+  else return __ldg(reinterpret_cast<const unsigned short*>(scales) + r);
+}
+
+// One row pair's metadata of a chunk from the tile layout's scale words (tile_scale_word of rows g
+// and g + 8): meta[row g / g + 8][first / second half of the chunk].
 template <class F>
 __device__ __forceinline__ void tile_meta(uint32_t s0, uint32_t s1, typename F::Meta (&meta)[2][2]) {
-  meta[0][0].s = s0 & 0xFFFFu, meta[0][1].s = s0 >> 16, meta[1][0].s = s1 & 0xFFFFu, meta[1][1].s = s1 >> 16;
+  constexpr int kHalfBits = 4 * F::kTileScaleBytes;
+  constexpr uint32_t kMask = (1u << kHalfBits) - 1u;
+  meta[0][0].s = s0 & kMask, meta[0][1].s = s0 >> kHalfBits, meta[1][0].s = s1 & kMask, meta[1][1].s = s1 >> kHalfBits;
 }
 
 // Shared memory of one CTA for the final reduction.
@@ -119,11 +135,13 @@ __device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[R
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int hh = j >> 1, grp = F::kGroupK == 16 ? (j & 1) : 0;
-    if (!F::kScaledH && j % kTilesPerGroup == 0)
+    if constexpr (!F::kScaledH) {
+      if (j % kTilesPerGroup == 0)
 #pragma unroll
-      for (int b = 0; b < RB; ++b)
+        for (int b = 0; b < RB; ++b)
 #pragma unroll
-        for (int n = 0; n < NT; ++n) d[b][n][0] = d[b][n][1] = d[b][n][2] = d[b][n][3] = 0.0f;
+          for (int n = 0; n < NT; ++n) d[b][n][0] = d[b][n][1] = d[b][n][2] = d[b][n][3] = 0.0f;
+    }
     uint2 xb[NT];
 #pragma unroll
     for (int n = 0; n < NT; ++n) xb[n] = xfrag(n, j);
@@ -140,16 +158,18 @@ __device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[R
       for (int n = 0; n < NT; ++n)
         mma_16816(!F::kScaledH ? d[b][n] : (j & 1) && NT == 1 ? acc2[b][n] : acc[b][n], A, xb[n].x, xb[n].y);
     }
-    if (!F::kScaledH && j % kTilesPerGroup == kTilesPerGroup - 1) {  // the group's FP32 sum times its scale
+    if constexpr (!F::kScaledH) {
+      if (j % kTilesPerGroup == kTilesPerGroup - 1) {  // the group's FP32 sum times its scale
 #pragma unroll
-      for (int b = 0; b < RB; ++b) {
-        const float s0 = F::scale(meta[b][0][hh], grp, a), s1 = F::scale(meta[b][1][hh], grp, a);
+        for (int b = 0; b < RB; ++b) {
+          const float s0 = F::scale(meta[b][0][hh], grp, a), s1 = F::scale(meta[b][1][hh], grp, a);
 #pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          acc[b][n][0] = fmaf(d[b][n][0], s0, acc[b][n][0]);
-          acc[b][n][1] = fmaf(d[b][n][1], s0, acc[b][n][1]);
-          acc[b][n][2] = fmaf(d[b][n][2], s1, acc[b][n][2]);
-          acc[b][n][3] = fmaf(d[b][n][3], s1, acc[b][n][3]);
+          for (int n = 0; n < NT; ++n) {
+            acc[b][n][0] = fmaf(d[b][n][0], s0, acc[b][n][0]);
+            acc[b][n][1] = fmaf(d[b][n][1], s0, acc[b][n][1]);
+            acc[b][n][2] = fmaf(d[b][n][2], s1, acc[b][n][2]);
+            acc[b][n][3] = fmaf(d[b][n][3], s1, acc[b][n][3]);
+          }
         }
       }
     }
@@ -168,7 +188,10 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   // blocks and one token tile, two chunks, 2 CTAs; two token tiles, one chunk, 2 CTAs (at 158
   // registers, two chunks ran one CTA per SM, a quarter of the warps); four blocks and two tiles, 1.
   constexpr int U = NT == 1 && RB == 2 ? 2 : 1;
-  constexpr int kTilesPerGroup = F::kScaledH || NT > 1 ? 1 : F::kGroupK >= 64 ? 4 : F::kGroupK / 16;
+  // FP32-scaled policies sum a whole scale group's tiles (up to a chunk) in the mma before scaling
+  // it, at one or two token tiles (one FMA per group instead of one per tile: M = 16 1.02-1.15x
+  // for int4-g128, nf4 and fp4-g128, 2026-11-24).
+  constexpr int kTilesPerGroup = F::kScaledH ? 1 : F::kGroupK >= 64 ? 4 : F::kGroupK / 16;
   extern __shared__ float red[];  // [kWarps][RB * NT * 4][32], then (kSmemX) X [M, K]
   uint4* xs = reinterpret_cast<uint4*>(red + mma_red_bytes(RB, NT) / sizeof(float));
   __shared__ __half lut[F::kLutHalf > 0 ? F::kLutHalf : 1];
@@ -218,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   // Two token tiles of a scaled policy: X's B fragments of a step are loaded with its weights, one
   // step ahead (in the registers acc2 leaves free), not right before their mma: ncu on gate_up at
   // M = 16 found the warps stalled on those loads (L1 hit rate 45%, one issue every 6.9 cycles).
-  // (The other policies have no registers to spare there: int4-g128 would spill.)
+  // (For the FP32-scaled policies it measured 0-6% slower at M = 16, with a few spills: 2026-11-24.)
   constexpr bool kXAhead = F::kScaledH && NT == 2 && !kSmemX;
   constexpr int kUS = F::kScaledH ? U : 1, kUM = F::kScaledH ? 1 : U;
   struct Stage {
@@ -235,9 +258,8 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
       for (int b = 0; b < RB; ++b) {
         st.wq[u][b] = load_stream(qblk[b] + size_t(c) * kMmaChunkBytes<F>);
         if constexpr (F::kScaledH) {  // split into Meta only where decoded (no split copy per step)
-          const uint8_t* chunk = qblk[b] - lane * 16 + size_t(c) * kMmaChunkBytes<F>;
-          const uint32_t* sc = reinterpret_cast<const uint32_t*>(chunk + 512);
-          st.sw[u][b][0] = __ldg(sc + g), st.sw[u][b][1] = __ldg(sc + g + 8);
+          const uint8_t* sc = qblk[b] - lane * 16 + size_t(c) * kMmaChunkBytes<F> + 512;
+          st.sw[u][b][0] = tile_scale_word<F>(sc, g), st.sw[u][b][1] = tile_scale_word<F>(sc, g + 8);
         } else {
           st.meta[u][b][0][0] = F::load_meta(srow0[b], a, 2 * c);
           st.meta[u][b][0][1] = F::load_meta(srow0[b], a, 2 * c + 1);
@@ -307,7 +329,7 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
     }
   } else {
     for (; c0 < nchunks; c0 += step) {
-      if (c0 + step < nchunks) load(s1, c0 + step);
+      if (c0 + step < nchunks) load(s1, c0 + step), load_x(s1, c0 + step);
       compute(s0, c0);
       s0 = s1;
     }

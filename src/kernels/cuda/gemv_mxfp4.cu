@@ -23,16 +23,35 @@ struct Mxfp4 {
     for (int p = 0; p < 4; ++p) h[p] = hmul2_bits(fp4x2_bits_h(x, p), kFp16TwoPow7x2);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
-  static constexpr int kLutHalf = 0;
-  static constexpr bool kScaledH = false;  // scaled in FP32 once per group
-  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, int, const GemvArgs&,
-                                                  const __half*, uint32_t (&A)[4]) {
+};
+
+// The tensor-core GEMV's MXFP4 (gemv_mma.cuh): the tile layout carries, per row and 64-element
+// chunk, the fp16 exponent fields f of its two blocks' scales relative to the tensor's largest
+// (repack.h, mxfp4_tile_exponents), so each decoded fp16 pair is scaled exactly in fp16 as NVFP4's
+// are and the mma accumulators run over the whole row; the dispatcher puts the 2^(hi - 142) back
+// into the output scale (DeviceWeight::mma_out_factor).
+struct Mxfp4Tiles {
+  static constexpr int kGroupK = 32, kLutHalf = 0, kTileScaleBytes = 2;
+  static constexpr float kOutFactor = kFp4BitsFactor;
+  static constexpr bool kScaledH = true;
+  struct Meta {
+    uint32_t s;  // one block's exponent field f
+  };
+  static __device__ __forceinline__ size_t s_row_bytes(int K) { return size_t(K) / 32; }
+  static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
+  // S = 2^(f - 15) in both halves is f << 10 there (f <= 30: a normal fp16 or, for f = 0, zero).
+  static __device__ __forceinline__ void chunk_scales_h(const Meta& lo, const Meta& hi, uint32_t (&S)[4]) {
+    S[0] = S[1] = lo.s * 0x04000400u;
+    S[2] = S[3] = hi.s * 0x04000400u;
+  }
+  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, int, uint32_t s0, uint32_t s1,
+                                                  const GemvArgs&, uint32_t (&A)[4]) {
 #pragma unroll
-    for (int p = 0; p < 4; ++p) A[p] = fp4x2_bits_h(x, p);
+    for (int p = 0; p < 4; ++p) A[p] = hmul2_bits(fp4x2_bits_h(x, p), (p & 1) ? s1 : s0);
   }
 };
 
 void launch_mxfp4(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Mxfp4>(a, r, s); }
-void launch_mma_mxfp4(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Mxfp4>(a, s); }
+void launch_mma_mxfp4(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Mxfp4Tiles>(a, s); }
 
 }  // namespace nibble::cuda::detail

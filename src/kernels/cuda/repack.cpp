@@ -1,7 +1,11 @@
 #include "repack.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstring>
 
+#include "nibble/error.h"
 #include "nibble/half.h"
 
 namespace nibble::cuda::detail {
@@ -48,9 +52,10 @@ std::vector<uint8_t> repack_fp3_planes(const std::vector<uint8_t>& q) {
 }
 
 std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, int64_t K,
-                                      const std::vector<uint8_t>* scales16) {
+                                      const std::vector<uint8_t>* chunk_scales, int scale_bytes) {
   const int64_t blocks = (N + 15) / 16, chunks = K / 64, row_bytes = K / 2;
-  const int64_t chunk_bytes = scales16 ? kMmaScaledChunkBytes : 512;
+  if (!chunk_scales) scale_bytes = 0;
+  const int64_t chunk_bytes = mma_chunk_bytes(scale_bytes);
   std::vector<uint8_t> out(size_t(blocks * chunks * chunk_bytes), 0);
   auto code = [&](int64_t row, int64_t k) -> uint32_t {
     if (row >= N) return 0;
@@ -70,13 +75,48 @@ std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, 
           std::memcpy(out.data() + size_t((b * chunks + c) * chunk_bytes + lane * 16 + 4 * j), &word, 4);
         }
       }
-  if (scales16)  // each chunk's four scale bytes of the block's rows after its codes (rows past N: 0)
+  if (scale_bytes > 0)  // each chunk's scale bytes of the block's rows after its codes (rows past N: 0)
     for (int64_t b = 0; b < blocks; ++b)
       for (int64_t c = 0; c < chunks; ++c)
         for (int64_t r = 0; r < 16 && b * 16 + r < N; ++r)
-          std::memcpy(out.data() + size_t((b * chunks + c) * chunk_bytes + 512 + 4 * r),
-                      scales16->data() + size_t((b * 16 + r) * (K / 16) + 4 * c), 4);
+          std::memcpy(out.data() + size_t((b * chunks + c) * chunk_bytes + 512 + scale_bytes * r),
+                      chunk_scales->data() + size_t((b * 16 + r) * chunks * scale_bytes + scale_bytes * c),
+                      size_t(scale_bytes));
   return out;
+}
+
+namespace {
+// Whether MXFP4 block i (16 code bytes) holds a nonzero code (+-0 are codes 0000 and 1000).
+bool mxfp4_block_nonzero(const std::vector<uint8_t>& q, int64_t i) {
+  for (int b = 0; b < 16; ++b)
+    if (q[size_t(i * 16 + b)] & 0x77) return true;
+  return false;
+}
+}  // namespace
+
+ExponentRange mxfp4_exponent_range(const std::vector<uint8_t>& q, const std::vector<uint8_t>& scales, int64_t blocks,
+                                   std::string_view name) {
+  ExponentRange r;
+  for (int64_t i = 0; i < blocks; ++i) {
+    if (!mxfp4_block_nonzero(q, i)) continue;
+    const int e = scales[size_t(i)];
+    if (e == 255) throw Error(fmt::format("{}: NaN E8M0 scale in block {}", name, i));
+    r.lo = std::min(r.lo, e), r.hi = std::max(r.hi, e);
+  }
+  return r;
+}
+
+std::optional<std::vector<uint8_t>> mxfp4_tile_exponents(const std::vector<uint8_t>& q,
+                                                         const std::vector<uint8_t>& scales, int64_t N, int64_t K,
+                                                         std::string_view name, int* hi) {
+  const int64_t blocks = N * (K / 32);
+  const ExponentRange r = mxfp4_exponent_range(q, scales, blocks, name);
+  if (r.hi - r.lo > kMxfp4TileSpan) return std::nullopt;
+  *hi = std::max(r.hi, 0);
+  std::vector<uint8_t> f(size_t(blocks), 0);
+  for (int64_t i = 0; i < blocks; ++i)
+    if (mxfp4_block_nonzero(q, i)) f[size_t(i)] = uint8_t(scales[size_t(i)] - r.hi + 30);
+  return f;
 }
 
 std::vector<uint8_t> repack_int4_meta(const std::vector<uint8_t>& scales, const std::vector<uint8_t>& zeros,
