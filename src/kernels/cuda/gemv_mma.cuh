@@ -262,9 +262,13 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
           st.sw[u][b][0] = tile_scale_word<F>(sc, g), st.sw[u][b][1] = tile_scale_word<F>(sc, g + 8);
         } else {
           st.meta[u][b][0][0] = F::load_meta(srow0[b], a, 2 * c);
-          st.meta[u][b][0][1] = F::load_meta(srow0[b], a, 2 * c + 1);
           st.meta[u][b][1][0] = F::load_meta(srow1[b], a, 2 * c);
-          st.meta[u][b][1][1] = F::load_meta(srow1[b], a, 2 * c + 1);
+          if constexpr (F::kGroupK >= 64) {  // the chunk's halves share one group
+            st.meta[u][b][0][1] = st.meta[u][b][0][0], st.meta[u][b][1][1] = st.meta[u][b][1][0];
+          } else {
+            st.meta[u][b][0][1] = F::load_meta(srow0[b], a, 2 * c + 1);
+            st.meta[u][b][1][1] = F::load_meta(srow1[b], a, 2 * c + 1);
+          }
         }
       }
     }
