@@ -45,15 +45,17 @@ __device__ __forceinline__ NibbleFlags make_flags(uint32_t f) { return {f, f << 
 __device__ __forceinline__ uint32_t nibble_eq8(uint32_t w) {
   return ~((w & 0x77777777u) + 0x77777777u) & w & 0x88888888u;
 }
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t sel) {
+// Bytes of {b, a} (a: 0-3, b: 4-7) picked by the four selector nibbles of sel (bit 3: the picked
+// byte's sign bit in all eight bits).
+__device__ __forceinline__ uint32_t prmt2(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(0u), "r"(sel));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
   return r;
 }
 __device__ __forceinline__ uint32_t pair_mask(const NibbleFlags& fl, int p) {
   // pair p's flags sit at bits 4p + 3 and 4p + 19: bytes 0/2 (p < 2) or 1/3, bit 7 after << 4 if p even
   const uint32_t src = (p & 1) ? fl.f : fl.f4;
-  return prmt(src, p < 2 ? 0xAA88u : 0xBB99u);
+  return prmt2(src, 0u, p < 2 ? 0xAA88u : 0xBB99u);
 }
 
 // fp16 pair h with the halves flagged in pair p replaced by the matching half of sv2.

@@ -163,6 +163,7 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name) {
       }
     } else {
       tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols);
+      if (spec->kind == WeightKind::nf4) detail::repack_nf4_pairs(*tiles);
     }
     if (tiles) w.qweight_mma = to_device(*tiles), w.qweight_mma_bytes = tiles->size();
   }

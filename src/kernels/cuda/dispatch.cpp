@@ -11,6 +11,7 @@
 #include "nibble/cuda/tuning.h"
 #include "nibble/error.h"
 #include "nibble/half.h"
+#include "nibble/nf4.h"
 
 namespace nibble::cuda {
 namespace {
@@ -64,6 +65,13 @@ void fill_sv_table(GemvArgs& a) {
   for (int i = 0; i < 2; ++i) {
     const uint32_t h = float_to_half((i ? a.sv_b : a.sv_a) / kFp4BitsFactorHost);
     a.sv_h2[i] = h | (h << 16);
+  }
+}
+void fill_nf4_table(GemvArgs& a) {
+  for (int i = 0; i < 16; ++i) {
+    const uint32_t h = float_to_half(kNF4Levels[i]);
+    a.nf4_h[i / 4] |= (h & 0xFFu) << (8 * (i % 4));
+    a.nf4_h[4 + i / 4] |= (h >> 8) << (8 * (i % 4));
   }
 }
 }  // namespace detail
@@ -157,6 +165,7 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
   } else if (choice.engine == Engine::tensor_cores) {
     a.q = static_cast<const uint8_t*>(w.qweight_mma);
     a.out_scale *= w.mma_out_factor, a.out_scale1 *= w.mma_out_factor, a.out_scale2 *= w.mma_out_factor;
+    if (w.kind == WeightKind::nf4) detail::fill_nf4_table(a);
     mma(a, stream);
   } else {
     pick_launcher(w.kind, choice.fp4_decode)(a, choice.rows_per_warp, stream);

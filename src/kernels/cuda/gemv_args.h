@@ -21,6 +21,9 @@ struct GemvArgs {
   // host): a block's sv is then a select and a sign flip, no float conversion. Only constant
   // indices may be used in kernels (a dynamic index copies the whole argument block to local memory).
   uint32_t sv_h2[2] = {0, 0};
+  // NF4 on tensor cores: its 16 levels as fp16, the low bytes (words 0-3, four levels per word)
+  // then the high bytes (words 4-7), for the decode's byte permutes (filled on the host).
+  uint32_t nf4_h[8] = {};
   // Parts of K: CUDA-core kernel, warps of a CTA that share rows; tensor-core kernel, CTAs of a
   // cluster that share row blocks (their sums meet in shared memory, sm_90).
   int k_splits = 1;
@@ -83,6 +86,8 @@ constexpr int mma_ctas_per_sm(int token_tiles, int row_blocks) {
 
 // Host: fills a.sv_h2 from a.sv_a / a.sv_b (the FP4 bit decoders' value * 2^-14 scaling).
 void fill_sv_table(GemvArgs& a);
+// Host: fills a.nf4_h from the NF4 levels rounded to fp16.
+void fill_nf4_table(GemvArgs& a);
 
 // One launcher per (format, decoder): picks the M / R instantiation. rows_per_warp is 2 or 4.
 using GemvLauncher = void (*)(const GemvArgs& a, int rows_per_warp, cudaStream_t s);

@@ -1,6 +1,6 @@
-// NF4 (blocksize 64) fused GEMV: codes as serialized, FP32 absmax per block; the 16 levels live in
-// a shared-memory table (16 words in 16 banks: a warp's lookups never conflict). No FP16 weight
-// is ever written out.
+// NF4 (blocksize 64) fused GEMV: codes as serialized, FP32 absmax per block; on CUDA cores the 16
+// levels live in a shared-memory table (16 words in 16 banks: a warp's lookups never conflict), on
+// tensor cores in registers (byte permutes, decode_h). No FP16 weight is ever written out.
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
 #include "nf4_levels.cuh"
@@ -26,15 +26,26 @@ struct Nf4 {
     for (int p = 0; p < 4; ++p) d[p] = make_float2(lut[(x >> (4 * p)) & 15u], lut[(x >> (4 * p + 16)) & 15u]);
   }
   static __device__ float lut_entry(const GemvArgs&, int i) { return kNf4Levels[i]; }
-  // Tensor-core path: the levels rounded to fp16 (as bitsandbytes' fp16 dequantization does).
-  static constexpr int kLutHalf = 16;
+  // Tensor-core path: the levels rounded to fp16 (as bitsandbytes' fp16 dequantization does),
+  // looked up in registers by byte permutes (a.nf4_h) instead of a shared-memory table: the tile
+  // layout puts pair p's two codes in nibbles 2p, 2p + 1 (repack_nf4_pairs), so four codes select
+  // four low and four high level bytes at once (codes 0-7 and 8-15 from two tables, merged by
+  // each code's bit 3), and two permutes interleave them into two fp16 pairs. 21 operations per
+  // eight weights against two table loads and ~7 operations per pair.
+  static constexpr int kLutHalf = 0;
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
-  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, int, const GemvArgs&,
-                                                  const __half* lut, uint32_t (&A)[4]) {
+  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, int, const GemvArgs& a,
+                                                  const __half*, uint32_t (&A)[4]) {
+    const uint32_t sel = x & 0x77777777u, x4 = x << 4;
 #pragma unroll
-    for (int p = 0; p < 4; ++p)
-      A[p] = uint32_t(__half_as_ushort(lut[(x >> (4 * p)) & 15u])) |
-             (uint32_t(__half_as_ushort(lut[(x >> (4 * p + 16)) & 15u])) << 16);
+    for (int h = 0; h < 2; ++h) {  // codes 4h .. 4h + 3
+      const uint32_t s = h ? sel >> 16 : sel;
+      // bytes 0xFF where the code's bit 3 is set (bits 4k + 3 of x sit at a byte's top in x or x4)
+      const uint32_t m = prmt2(x, x4, h ? 0xBFAEu : 0x9D8Cu);
+      const uint32_t lo = (prmt2(a.nf4_h[0], a.nf4_h[1], s) & ~m) | (prmt2(a.nf4_h[2], a.nf4_h[3], s) & m);
+      const uint32_t hi = (prmt2(a.nf4_h[4], a.nf4_h[5], s) & ~m) | (prmt2(a.nf4_h[6], a.nf4_h[7], s) & m);
+      A[2 * h] = prmt2(lo, hi, 0x5140u), A[2 * h + 1] = prmt2(lo, hi, 0x7362u);
+    }
   }
 };
 

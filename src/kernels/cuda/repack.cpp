@@ -85,6 +85,15 @@ std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, 
   return out;
 }
 
+void repack_nf4_pairs(std::vector<uint8_t>& tiles) {
+  for (size_t i = 0; i + 4 <= tiles.size(); i += 4) {
+    uint32_t w, out = 0;
+    std::memcpy(&w, tiles.data() + i, 4);
+    for (int p = 0; p < 4; ++p) out |= ((w >> (4 * p)) & 15u) << (8 * p) | ((w >> (4 * p + 16)) & 15u) << (8 * p + 4);
+    std::memcpy(tiles.data() + i, &out, 4);
+  }
+}
+
 namespace {
 // Whether MXFP4 block i (16 code bytes) holds a nonzero code (+-0 are codes 0000 and 1000).
 bool mxfp4_block_nonzero(const std::vector<uint8_t>& q, int64_t i) {

@@ -31,6 +31,10 @@ constexpr int64_t kMmaScaledChunkBytes = mma_chunk_bytes(4);  // NVFP4 formats
 std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, int64_t K,
                                       const std::vector<uint8_t>* chunk_scales = nullptr, int scale_bytes = 0);
 
+// NF4's tile layout (gemv_nf4.cu): in every 32-bit code word of repack_mma_tiles' output, the
+// codes of decode pair p (nibbles p and p + 4) move to nibbles 2p and 2p + 1. In place.
+void repack_nf4_pairs(std::vector<uint8_t>& tiles);
+
 // MXFP4's E8M0 exponents over the blocks of 32 that hold a nonzero code: lowest and highest
 // (lo > hi when every block is zero). Throws nibble::Error naming the tensor on a NaN exponent (255)
 // in such a block. blocks: N * K / 32.
