@@ -33,10 +33,9 @@ struct Fp4G128 {
     for (int p = 0; p < 4; ++p) h[p] = hmul2_bits(fp4x2_ems_h(x, p, fl, m.svh, kRazer), kFp16TwoPowMinus7x2);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
-  static constexpr int kLutHalf = 0;
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
   static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, int, const GemvArgs&,
-                                                  const __half*, uint32_t (&A)[4]) {
+                                                  uint32_t (&A)[4]) {
     const EmsFlags fl = ems_flags(x);
 #pragma unroll
     for (int p = 0; p < 4; ++p) A[p] = fp4x2_ems_h(x, p, fl, (p & 1) ? m1.svh : m0.svh, kRazer);

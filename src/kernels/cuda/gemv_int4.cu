@@ -30,10 +30,9 @@ struct Int4G128 {
     for (int p = 0; p < 4; ++p) h[p] = int4x2_scaled_minus_zero_h(x, p, nz);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
-  static constexpr int kLutHalf = 0;
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
   static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, int, const GemvArgs&,
-                                                  const __half*, uint32_t (&A)[4]) {
+                                                  uint32_t (&A)[4]) {
     const __half2 z0 = __half2half2(__ushort_as_half(uint16_t(m0.sz >> 16)));
     const __half2 z1 = __half2half2(__ushort_as_half(uint16_t(m1.sz >> 16)));
 #pragma unroll

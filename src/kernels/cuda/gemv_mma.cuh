@@ -123,7 +123,7 @@ __device__ __forceinline__ void mma_store_sums(const GemvArgs& a, const float* r
 // of one scale group (unscaled policies sum a group in d, then scale it into acc).
 template <class F, int NT, int RB, int kTilesPerGroup, class XFrag>
 __device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[RB],
-                                          const typename F::Meta (&meta)[RB][2][2], XFrag xfrag, const __half* lut,
+                                          const typename F::Meta (&meta)[RB][2][2], XFrag xfrag,
                                           float (&acc)[RB][NT][4], float (&acc2)[RB][NT][4]) {
   uint32_t S[RB][2][4];  // scaled policies: the chunk's block scales per block and row, as fp16 pairs
   if constexpr (F::kScaledH)
@@ -153,7 +153,7 @@ __device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[R
       if constexpr (F::kScaledH)
         F::decode_h(w, meta[b][0][hh], meta[b][1][hh], grp, S[b][0][j], S[b][1][j], a, A);
       else
-        F::decode_h(w, meta[b][0][hh], meta[b][1][hh], grp, a, lut, A);
+        F::decode_h(w, meta[b][0][hh], meta[b][1][hh], grp, a, A);
 #pragma unroll
       for (int n = 0; n < NT; ++n)
         mma_16816(!F::kScaledH ? d[b][n] : (j & 1) && NT == 1 ? acc2[b][n] : acc[b][n], A, xb[n].x, xb[n].y);
@@ -177,8 +177,8 @@ __device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[R
 }
 
 // F: a GEMV policy with kChunkK == 32 that also has decode_h (four fp16 pairs of one word; with
-// kScaledH, already times the group scales it is given), kScaledH, and kLutHalf (entries of an
-// fp16 table, 0 if none). NT: token tiles of 8 (M <= 8 or <= 16); RB: 16-row blocks per CTA.
+// kScaledH, already times the group scales it is given) and kScaledH. NT: token tiles of 8
+// (M <= 8 or <= 16); RB: 16-row blocks per CTA.
 // kCluster: launched in clusters of a.k_splits CTAs (else the kernel ignores a.k_splits, so that its
 // chunk stride stays a constant: a runtime one measured 2-4% slower at M = 2-4).
 template <class F, int NT, int RB, bool kSmemX, bool kCluster>
@@ -194,11 +194,6 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   constexpr int kTilesPerGroup = F::kScaledH ? 1 : F::kGroupK >= 64 ? 4 : F::kGroupK / 16;
   extern __shared__ float red[];  // [kWarps][RB * NT * 4][32], then (kSmemX) X [M, K]
   uint4* xs = reinterpret_cast<uint4*>(red + mma_red_bytes(RB, NT) / sizeof(float));
-  __shared__ __half lut[F::kLutHalf > 0 ? F::kLutHalf : 1];
-  if constexpr (F::kLutHalf > 0) {
-    for (int i = threadIdx.x; i < F::kLutHalf; i += kThreads) lut[i] = __float2half_rn(F::lut_entry(a, i));
-    __syncthreads();
-  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int nchunks = a.K / 64, nblocks = (a.N + 15) / 16;
@@ -309,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
               return kSmemX ? xrow[n][16 * c + 4 * j] : __ldg(xrow[n] + 16 * c + 4 * j);
             }
           },
-          lut, acc, acc2);
+          acc, acc2);
     }
   };
   const int step = group_warps * U;

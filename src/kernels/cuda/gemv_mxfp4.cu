@@ -31,14 +31,13 @@ struct Mxfp4 {
 // are and the mma accumulators run over the whole row; the dispatcher puts the 2^(hi - 142) back
 // into the output scale (DeviceWeight::mma_out_factor).
 struct Mxfp4Tiles {
-  static constexpr int kGroupK = 32, kLutHalf = 0, kTileScaleBytes = 2;
+  static constexpr int kGroupK = 32, kTileScaleBytes = 2;
   static constexpr float kOutFactor = kFp4BitsFactor;
   static constexpr bool kScaledH = true;
   struct Meta {
     uint32_t s;  // one block's exponent field f
   };
   static __device__ __forceinline__ size_t s_row_bytes(int K) { return size_t(K) / 32; }
-  static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   // S = 2^(f - 15) in both halves is f << 10 there (f <= 30: a normal fp16 or, for f = 0, zero).
   static __device__ __forceinline__ void chunk_scales_h(const Meta& lo, const Meta& hi, uint32_t (&S)[4]) {
     S[0] = S[1] = lo.s * 0x04000400u;

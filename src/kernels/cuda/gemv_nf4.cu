@@ -32,10 +32,9 @@ struct Nf4 {
   // four low and four high level bytes at once (codes 0-7 and 8-15 from two tables, merged by
   // each code's bit 3), and two permutes interleave them into two fp16 pairs. 21 operations per
   // eight weights against two table loads and ~7 operations per pair.
-  static constexpr int kLutHalf = 0;
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
   static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, int, const GemvArgs& a,
-                                                  const __half*, uint32_t (&A)[4]) {
+                                                  uint32_t (&A)[4]) {
     const uint32_t sel = x & 0x77777777u, x4 = x << 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // codes 4h .. 4h + 3

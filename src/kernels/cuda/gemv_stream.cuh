@@ -111,8 +111,7 @@ __global__ void __launch_bounds__(kStreamThreads) gemv_stream_kernel(const GemvA
         tile_meta<F>(sc[g], sc[g + 8], meta[b]);
       }
       mma_chunk<F, 1, RB, 1>(
-          a, wq, meta, [&](int, int j) { return xon ? xrow[16 * c + 4 * j] : make_uint2(0u, 0u); }, nullptr, acc,
-          acc2);
+          a, wq, meta, [&](int, int j) { return xon ? xrow[16 * c + 4 * j] : make_uint2(0u, 0u); }, acc, acc2);
     }
     __syncwarp();
     if (lane == 0) tc::mbar_arrive(empty + slot);

@@ -59,7 +59,7 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
   // are multiples of 0.5 with at most 5 significant bits, the scales multiples of 2^-9 with 4, so
   // every product is a multiple of 2^-24, fp16's smallest step, with at most 9 significant bits,
   // and at most 9.5 * 448 * 2^-14 < 1).
-  static constexpr int kLutHalf = 0, kTileScaleBytes = 4;
+  static constexpr int kTileScaleBytes = 4;
   static constexpr bool kScaledH = true;
   // One row's four block scales of a 64-element chunk (metadata of its two halves), S[j] for tile j.
   static __device__ __forceinline__ void chunk_scales_h(const typename B::Meta& lo, const typename B::Meta& hi,
