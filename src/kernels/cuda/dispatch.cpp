@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "gemm_wgmma.cuh"
@@ -68,11 +69,16 @@ void fill_sv_table(GemvArgs& a) {
   }
 }
 void fill_nf4_table(GemvArgs& a) {
-  for (int i = 0; i < 16; ++i) {
-    const uint32_t h = float_to_half(kNF4Levels[i]);
-    a.nf4_h[i / 4] |= (h & 0xFFu) << (8 * (i % 4));
-    a.nf4_h[4 + i / 4] |= (h >> 8) << (8 * (i % 4));
-  }
+  static const std::array<uint32_t, 8> table = [] {  // the levels are constants: built once
+    std::array<uint32_t, 8> t{};
+    for (int i = 0; i < 16; ++i) {
+      const uint32_t h = float_to_half(kNF4Levels[i]);
+      t[i / 4] |= (h & 0xFFu) << (8 * (i % 4));
+      t[4 + i / 4] |= (h >> 8) << (8 * (i % 4));
+    }
+    return t;
+  }();
+  std::copy(table.begin(), table.end(), a.nf4_h);
 }
 }  // namespace detail
 

@@ -122,9 +122,13 @@ std::optional<std::vector<uint8_t>> mxfp4_tile_exponents(const std::vector<uint8
   const ExponentRange r = mxfp4_exponent_range(q, scales, blocks, name);
   if (r.hi - r.lo > kMxfp4TileSpan) return std::nullopt;
   *hi = std::max(r.hi, 0);
+  // Every nonzero block's exponent lies in [hi - span, hi], so a block outside it is all zero (its
+  // S may as well be 0), and one inside may keep its S whether zero or not: no second scan.
   std::vector<uint8_t> f(size_t(blocks), 0);
-  for (int64_t i = 0; i < blocks; ++i)
-    if (mxfp4_block_nonzero(q, i)) f[size_t(i)] = uint8_t(scales[size_t(i)] - r.hi + 30);
+  for (int64_t i = 0; i < blocks; ++i) {
+    const int e = scales[size_t(i)];
+    if (e >= r.hi - kMxfp4TileSpan && e <= r.hi) f[size_t(i)] = uint8_t(e - r.hi + 30);
+  }
   return f;
 }
 

@@ -47,7 +47,8 @@ ExponentRange mxfp4_exponent_range(const std::vector<uint8_t>& q, const std::vec
 // MXFP4 scales for the tensor-core GEMV, which scales the decoded fp16 weights (value * 2^-14) in
 // fp16 like NVFP4: per block, the fp16 exponent field f = e - hi + 30 of S = 2^(e - hi + 15), so
 // that value * 2^-14 * S is exact in fp16 (>= 2^-24, <= 12) while the nonzero blocks span at most
-// kMxfp4TileSpan octaves; 0 (S = 0) for all-zero blocks. The true weights are the kernel's times
+// kMxfp4TileSpan octaves; 0 (S = 0) for blocks outside [hi - kMxfp4TileSpan, hi], which are all
+// zero (zero blocks inside keep their S: zero codes times S are zero). The true weights are the kernel's times
 // 2^(hi - 128) = kFp4BitsFactor * mxfp4_tile_factor(hi). Row-major [N][K/32], i.e. two bytes per row
 // and 64-element chunk. No value when the span is wider (the tensor then has no tile layout).
 constexpr int kMxfp4TileSpan = 24;
