@@ -90,7 +90,8 @@ TEST_F(OpsAttention, DecodeMatchesReference) {
   };
   const Case cases[] = {{1, 1, {4, 4, 64}, true},      {1, 37, {32, 8, 128}, false}, {3, 600, {32, 8, 128}, true},
                         {3, 4100, {16, 2, 64}, false}, {64, 300, {32, 8, 128}, true}, {64, 530, {8, 1, 64}, false},
-                        {5, 700, {12, 2, 128}, true},  {7, 260, {5, 1, 64}, true}};
+                        {5, 700, {12, 2, 128}, true},  {7, 260, {5, 1, 64}, true},   {16, 560, {32, 8, 128}, false},
+                        {2, 333, {40, 2, 64}, true},   {2, 1000, {32, 1, 128}, false}};
   for (const Case& c : cases) {
     const auto [nh, nkv, d] = c.s;
     SCOPED_TRACE("B=" + std::to_string(c.B) + " max_ctx=" + std::to_string(c.max_ctx) + " nh=" + std::to_string(nh) +
