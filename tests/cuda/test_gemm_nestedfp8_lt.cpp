@@ -105,7 +105,7 @@ TEST(GemmNestedFp8Lt, VectorQuantizerIsBitIdenticalToQuantizeRowsE4M3AndTheCpuEn
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 g(seed);
-  for (int K : {8, 520, 4096}) {
+  for (int K : {8, 520, 4096, 14336, 40000}) {  // register-resident rows of each size; 40000: two passes
     const int M = 37;
     SCOPED_TRACE("K " + std::to_string(K));
     const std::vector<uint16_t> xh = activations(M, K, g);

@@ -131,6 +131,54 @@ TEST_F(OpsAttention, DecodeMatchesReference) {
   }
 }
 
+// A decode step's order on one stream: qk_norm_rope_store writes each new token's K and V rows,
+// then attention_decode, which starts copying the older rows before that kernel has finished
+// (programmatic dependent launch), must see the new rows. They hold NaN before the store, so a
+// row read too early shows as NaN. Identity RoPE (cos 1, sin 0), so q and k are stored as given.
+TEST_F(OpsAttention, DecodeSeesTheRowsStoredJustBefore) {
+  const int B = 16, nh = 32, nkv = 8, d = 128, max_ctx = 600;
+  std::vector<int32_t> slot(static_cast<size_t>(B)), pos(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) slot[size_t(b)] = b, pos[size_t(b)] = uniform_int(0, max_ctx - 1);
+  std::shuffle(slot.begin(), slot.end(), gen);
+  pos[0] = max_ctx - 1, pos[1] = 0, pos[2] = 31, pos[3] = 32, pos[4] = 63, pos[5] = 64;  // tile edges
+  const std::vector<int> filled(pos.begin(), pos.end());
+  std::vector<int> by_slot(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) by_slot[size_t(slot[size_t(b)])] = filled[size_t(b)];
+  const auto kc0 = make_cache(B, nkv, max_ctx, d, by_slot), vc0 = make_cache(B, nkv, max_ctx, d, by_slot);
+  std::vector<float> cs(size_t(max_ctx) * d, 0.0f);
+  for (int p = 0; p < max_ctx; ++p) std::fill_n(cs.begin() + size_t(p) * d, d / 2, 1.0f);
+  GpuBuffer<float> dcs(cs);
+  GpuBuffer<int32_t> dslot(slot), dpos(pos);
+  GpuBuffer<uint16_t> out(size_t(B) * nh * d);
+  GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(B, nh, d, max_ctx));
+  cudaStream_t stream;
+  NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto q = random_half(size_t(B) * nh * d, 1.5f), k = random_half(size_t(B) * nkv * d, 1.5f),
+               v = random_half(size_t(B) * nkv * d, 1.5f);
+    GpuBuffer<uint16_t> dq(q), dk(k), dv(v), kc(kc0), vc(vc0);
+    out.poison();
+    ops::qk_norm_rope_store(dq.get(), dk.get(), dv.get(), B, nh, nkv, d, nullptr, nullptr, 1e-6f, dcs.get(),
+                            dslot.get(), dpos.get(), kc.get(), vc.get(), max_ctx, stream);
+    ops::attention_decode(dq.get(), B, dslot.get(), dpos.get(), max_ctx - 1, kc.get(), vc.get(), max_ctx, nh, nkv, d,
+                          out.get(), ws.get(), stream);
+    NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const auto got = out.host(), hk = kc.host(), hv = vc.host();
+    const double atol = 5e-5 * std::max(max_abs(vc0), max_abs(v));
+    CloseCheck check("attention_decode after the store");
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < nh; ++h) {
+        const size_t head = ((size_t(slot[size_t(b)]) * nkv + h / (nh / nkv)) * max_ctx) * d, off = (size_t(b) * nh + h) * d;
+        const auto ref = ref_attention(&q[off], &hk[head], &hv[head], pos[size_t(b)], d);
+        for (int i = 0; i < d; ++i)
+          check(h2d(got[off + i]), ref[size_t(i)], std::fabs(ref[size_t(i)]) / 1024 + atol,
+                "rep=" + std::to_string(rep) + " b=" + std::to_string(b) + " pos=" + std::to_string(pos[size_t(b)]) +
+                    " h=" + std::to_string(h) + " i=" + std::to_string(i));
+      }
+  }
+  NIBBLE_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
 TEST(OpsAttentionArgs, BadShapesThrow) {
   GpuBuffer<uint16_t> h(1024);
   GpuBuffer<int32_t> i(4);

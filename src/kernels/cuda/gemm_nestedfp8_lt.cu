@@ -1,5 +1,6 @@
 // Device passes of the cuBLASLt NestedFP8 path: the per-token E4M3 activation quantizer with
-// 16-byte loads (bit-identical to quantize_rows_e4m3) and the FP32 -> fp16 row-scale pass.
+// 16-byte loads, a row read once from registers (bit-identical to quantize_rows_e4m3), and the
+// FP32 -> fp16 row-scale pass.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -14,7 +15,8 @@
 namespace nibble::cuda {
 namespace {
 
-constexpr int kQuantThreads = 128;
+constexpr int kQuantThreads = 256;
+constexpr int kMaxPer = 16;  // 16-byte words a thread keeps in registers: rows of up to 32768
 
 __device__ __forceinline__ float abs_max8(const uint4& v, float amax) {
   const __half2* h = reinterpret_cast<const __half2*>(&v);
@@ -26,16 +28,9 @@ __device__ __forceinline__ float abs_max8(const uint4& v, float amax) {
   return amax;
 }
 
-// One block per row, 8 halves per 16-byte load. Pass 1 finds amax, pass 2 re-reads the row (an L1
-// / L2 hit) and writes 8 codes per 8-byte store. Same arithmetic as quantize_rows_e4m3:
-// sx = 448 / amax (1 for a zero row), code = satfinite E4M3(x * sx), row_scale = 1 / (256 sx).
-__global__ void __launch_bounds__(kQuantThreads) quantize_rows_vec_kernel(const uint16_t* x, int K, uint8_t* x8,
-                                                                          float* row_scale) {
-  const int m = blockIdx.x, chunks = K / 8;
-  const uint4* row = reinterpret_cast<const uint4*>(x + int64_t(m) * K);
-  float amax = 0.0f;
-#pragma unroll 4  // several 16-byte loads in flight per thread
-  for (int c = threadIdx.x; c < chunks; c += kQuantThreads) amax = abs_max8(row[c], amax);
+// The block's largest |x| (every thread gets it); sx = 448 / amax (1 for a zero row) and
+// row_scale[m] = 1 / (256 sx), the arithmetic of quantize_rows_e4m3.
+__device__ __forceinline__ float row_sx(float amax, float* row_scale, int m) {
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   __shared__ float warp_max[kQuantThreads / 32];
   if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
@@ -45,18 +40,57 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_vec_kernel(const 
   for (int w = 0; w < kQuantThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
   const float sx = amax > 0.0f ? 448.0f / amax : 1.0f;
   if (threadIdx.x == 0) row_scale[m] = 1.0f / (256.0f * sx);
-  uint2* out = reinterpret_cast<uint2*>(x8 + int64_t(m) * K);
-  for (int c = threadIdx.x; c < chunks; c += kQuantThreads) {
-    const uint4 v = row[c];
-    const __half2* h = reinterpret_cast<const __half2*>(&v);
-    uint16_t q[4];
+  return sx;
+}
+
+// Eight codes satfinite E4M3(x * sx) of a 16-byte word of halves.
+__device__ __forceinline__ uint2 codes8(const uint4& v, float sx) {
+  const __half2* h = reinterpret_cast<const __half2*>(&v);
+  uint16_t q[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(h[i]);
-      q[i] = __nv_cvt_float2_to_fp8x2(make_float2(f.x * sx, f.y * sx), __NV_SATFINITE, __NV_E4M3);
-    }
-    out[c] = make_uint2(q[0] | uint32_t(q[1]) << 16, q[2] | uint32_t(q[3]) << 16);
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h[i]);
+    q[i] = __nv_cvt_float2_to_fp8x2(make_float2(f.x * sx, f.y * sx), __NV_SATFINITE, __NV_E4M3);
   }
+  return make_uint2(q[0] | uint32_t(q[1]) << 16, q[2] | uint32_t(q[3]) << 16);
+}
+
+// One block per row. Each thread loads its kPer 16-byte words at once (all loads in flight) and
+// keeps them in registers for the amax and the codes: the row is read once.
+template <int kPer>
+__global__ void __launch_bounds__(kQuantThreads) quantize_rows_regs_kernel(const uint16_t* x, int K, uint8_t* x8,
+                                                                           float* row_scale) {
+  const int m = blockIdx.x, chunks = K / 8;
+  const uint4* row = reinterpret_cast<const uint4*>(x + int64_t(m) * K);
+  uint4 v[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int c = threadIdx.x + j * kQuantThreads;
+    v[j] = c < chunks ? row[c] : make_uint4(0, 0, 0, 0);
+  }
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) amax = abs_max8(v[j], amax);
+  const float sx = row_sx(amax, row_scale, m);
+  uint2* out = reinterpret_cast<uint2*>(x8 + int64_t(m) * K);
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int c = threadIdx.x + j * kQuantThreads;
+    if (c < chunks) out[c] = codes8(v[j], sx);
+  }
+}
+
+// Rows longer than the registers hold: pass 1 finds amax, pass 2 re-reads the row (an L1 / L2 hit).
+__global__ void __launch_bounds__(kQuantThreads) quantize_rows_two_pass_kernel(const uint16_t* x, int K, uint8_t* x8,
+                                                                               float* row_scale) {
+  const int m = blockIdx.x, chunks = K / 8;
+  const uint4* row = reinterpret_cast<const uint4*>(x + int64_t(m) * K);
+  float amax = 0.0f;
+#pragma unroll 4  // several 16-byte loads in flight per thread
+  for (int c = threadIdx.x; c < chunks; c += kQuantThreads) amax = abs_max8(row[c], amax);
+  const float sx = row_sx(amax, row_scale, m);
+  uint2* out = reinterpret_cast<uint2*>(x8 + int64_t(m) * K);
+  for (int c = threadIdx.x; c < chunks; c += kQuantThreads) out[c] = codes8(row[c], sx);
 }
 
 // Four outputs per thread: one 16-byte FP32 load, one 8-byte fp16 store.
@@ -88,7 +122,14 @@ void quantize_rows_e4m3_vec(const uint16_t* x, int M, int K, uint8_t* x8, float*
                 " (need M >= 1, K a positive multiple of 8)");
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(x8) % 8 != 0)
     throw Error("quantize_rows_e4m3_vec: x must be 16-byte and x8 8-byte aligned");
-  quantize_rows_vec_kernel<<<M, kQuantThreads, 0, stream>>>(x, K, x8, row_scale);
+  const int per = (K / 8 + kQuantThreads - 1) / kQuantThreads;
+  auto go = [&](auto kernel) { kernel<<<M, kQuantThreads, 0, stream>>>(x, K, x8, row_scale); };
+  if (per <= 1) go(quantize_rows_regs_kernel<1>);
+  else if (per <= 2) go(quantize_rows_regs_kernel<2>);
+  else if (per <= 4) go(quantize_rows_regs_kernel<4>);
+  else if (per <= 8) go(quantize_rows_regs_kernel<8>);
+  else if (per <= kMaxPer) go(quantize_rows_regs_kernel<kMaxPer>);
+  else go(quantize_rows_two_pass_kernel);
   NIBBLE_CUDA_CHECK(cudaGetLastError());
 }
 
