@@ -132,18 +132,17 @@ TEST_F(OpsAttention, DecodeMatchesReference) {
 }
 
 // A decode step's order on one stream: qk_norm_rope_store writes each new token's K and V rows,
-// then attention_decode, which starts copying the older rows before that kernel has finished
-// (programmatic dependent launch), must see the new rows. They hold NaN before the store, so a
-// row read too early shows as NaN. Identity RoPE (cos 1, sin 0), so q and k are stored as given.
+// then attention_decode, which may start before that kernel has finished (programmatic dependent
+// launch), must see the new rows. They hold NaN before the store, so a row read too early shows
+// as NaN. Identity RoPE (cos 1, sin 0), so q and k are stored as given.
 TEST_F(OpsAttention, DecodeSeesTheRowsStoredJustBefore) {
   const int B = 16, nh = 32, nkv = 8, d = 128, max_ctx = 600;
   std::vector<int32_t> slot(static_cast<size_t>(B)), pos(static_cast<size_t>(B));
   for (int b = 0; b < B; ++b) slot[size_t(b)] = b, pos[size_t(b)] = uniform_int(0, max_ctx - 1);
   std::shuffle(slot.begin(), slot.end(), gen);
   pos[0] = max_ctx - 1, pos[1] = 0, pos[2] = 31, pos[3] = 32, pos[4] = 63, pos[5] = 64;  // tile edges
-  const std::vector<int> filled(pos.begin(), pos.end());
-  std::vector<int> by_slot(static_cast<size_t>(B));
-  for (int b = 0; b < B; ++b) by_slot[size_t(slot[size_t(b)])] = filled[size_t(b)];
+  std::vector<int> by_slot(static_cast<size_t>(B));  // rows below each query's position filled
+  for (int b = 0; b < B; ++b) by_slot[size_t(slot[size_t(b)])] = pos[size_t(b)];
   const auto kc0 = make_cache(B, nkv, max_ctx, d, by_slot), vc0 = make_cache(B, nkv, max_ctx, d, by_slot);
   std::vector<float> cs(size_t(max_ctx) * d, 0.0f);
   for (int p = 0; p < max_ctx; ++p) std::fill_n(cs.begin() + size_t(p) * d, d / 2, 1.0f);
