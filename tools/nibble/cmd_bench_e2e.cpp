@@ -42,6 +42,7 @@ struct Options {
   std::vector<std::string> models, formats;
   std::vector<int> batches{1, 4, 16, 64};
   int prompt = 512, steps = 32;
+  int max_context = 0;  // KV-cache positions per slot (0: what the prompt and the steps need)
   bool quantize_lm_head = false;
   bool profile = false;  // time one decode step op by op per batch size
   bool no_stack = false;  // q/k/v and gate/up as separate launches (DeviceModelOptions::stack_linears)
@@ -232,7 +233,11 @@ void bench_format(const std::string& dir, const std::string& format, const Optio
   DeviceModel dm(*m, {.progress = true, .stack_linears = !o.no_stack});
   const double upload_s = seconds_since(t1);
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
-  const int ctx = o.prompt + kWarmupSteps + kPasses * o.steps + 8;
+  const int need = o.prompt + kWarmupSteps + kPasses * o.steps + 8;
+  if (o.max_context > 0 && o.max_context < need)
+    throw Error(fmt::format("bench e2e: --max-context {} is below the {} positions that --prompt {} and --steps {} need",
+                            o.max_context, need, o.prompt, o.steps));
+  const int ctx = o.max_context > 0 ? o.max_context : need;
   Batch b(dm, {.max_batch = max_batch, .max_context = ctx, .cuda_graphs = true});
   const std::vector<int32_t> prompt = random_prompt(o.prompt, m->config().vocab_size, 42);
   const double prefill_tps = o.prompt / time_prefill(b, prompt);
@@ -385,6 +390,8 @@ static void setup_bench_e2e(CLI::App& app) {
   cmd->add_option("--prompt", opt->prompt, "prefill prompt length (default 512)");
   cmd->add_option("--batches", opt->batches, "decode batch sizes (default 1,4,16,64)")->delimiter(',');
   cmd->add_option("--steps", opt->steps, "timed decode steps per pass (default 32)");
+  cmd->add_option("--max-context", opt->max_context,
+                  "KV-cache positions per slot, as a server would size it (default: what the prompt and the steps need)");
   cmd->add_flag("--no-stack", opt->no_stack, "run q/k/v and gate/up as separate GEMV launches (for comparison)");
   cmd->add_flag("--profile", opt->profile, "also time one decode step op by op per batch size (Markdown: a table per row)");
   cmd->add_flag("--quantize-lm-head", opt->quantize_lm_head, "also quantize the output layer (default: kept as stored)");

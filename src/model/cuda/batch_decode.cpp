@@ -1,6 +1,7 @@
 // Batch::step and what reads its logits on the device: entropies, sampling.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/cuda/batch_impl.h"
@@ -51,6 +52,10 @@ void begin_step(Batch::Impl& b, std::span<const int> slots, std::span<const int3
   const size_t B = tokens.size();
   std::vector<int32_t> slot_h(slots.begin(), slots.end()), pos_h(B);
   for (size_t i = 0; i < B; ++i) pos_h[i] = b.positions[size_t(slots[i])];
+  const int top = B ? *std::max_element(pos_h.begin(), pos_h.end()) : 0;
+  int hint = 255;
+  while (hint < top) hint = 2 * hint + 1;
+  b.attn_hint = std::min(hint, b.max_ctx - 1);
   b.last_rows = 0;
   b.upload_rows(tokens, slot_h, pos_h);
 }

@@ -24,7 +24,7 @@ void Batch::Impl::forward(int T, bool decode, int prefill_slot, int pos0, int n_
                             max_ctx, stream);
     mark("qk_norm_rope_store");
     if (decode)
-      ops::attention_decode(q.get(), T, slot, pos, max_ctx - 1, kc, vc, max_ctx, nh, nkv, d, att.get(),
+      ops::attention_decode(q.get(), T, slot, pos, attn_hint, kc, vc, max_ctx, nh, nkv, d, att.get(),
                             attn_ws.get(), stream);
     else
       ops::attention_prefill(q.get(), T, prefill_slot, pos0, kc, vc, max_ctx, nh, nkv, d, att.get(), stream);
@@ -49,7 +49,7 @@ void Batch::Impl::forward(int T, bool decode, int prefill_slot, int pos0, int n_
 void Batch::Impl::decode_step(int B) {
   auto enqueue = [&] { forward(B, true, 0, 0, B, decode_ws); };
   if (!use_graphs) return enqueue();
-  graphs.run(B, enqueue, [&] { return std::vector<const void*>{decode_ws.get(1, 0), decode_ws.get(1, 1)}; }, stream);
+  graphs.run({B, attn_hint}, enqueue, [&] { return std::vector<const void*>{decode_ws.get(1, 0), decode_ws.get(1, 1)}; }, stream);
 }
 
 }  // namespace nibble::cuda

@@ -58,6 +58,10 @@ struct Batch::Impl {
   DeviceBuffer<float> entropy;           // [rows]
   DeviceBuffer<uint8_t> attn_ws, logits_ws;  // logits_ws: sampling's and the entropies' scratch
   std::vector<int> positions;           // per slot
+  // Decode attention's max_pos_hint for the current step: the rows' largest position rounded up
+  // to 256 * 2^k - 1 (at most max_ctx - 1), so that attention's grid fits the context in use, not
+  // the whole cache; the decode graphs are kept per (rows, attn_hint).
+  int attn_hint = 0;
   int last_rows = 0;                    // rows of logits the last step left (0: none)
   DecodeGraphs graphs;
   StepProfiler* profiler = nullptr;     // set during profile_step: forward() marks each op

@@ -7,11 +7,11 @@ namespace nibble::cuda {
 DecodeGraphs::~DecodeGraphs() { clear(); }
 
 void DecodeGraphs::clear() {
-  for (auto& [B, e] : exec_) cudaGraphExecDestroy(e);
+  for (auto& [key, e] : exec_) cudaGraphExecDestroy(e);
   exec_.clear();
 }
 
-void DecodeGraphs::run(int B, const std::function<void()>& enqueue,
+void DecodeGraphs::run(Key key, const std::function<void()>& enqueue,
                        const std::function<std::vector<const void*>()>& scratch, cudaStream_t stream) {
   auto refresh = [&] {
     std::vector<const void*> now = scratch();
@@ -21,7 +21,7 @@ void DecodeGraphs::run(int B, const std::function<void()>& enqueue,
     }
   };
   refresh();
-  if (auto it = exec_.find(B); it != exec_.end()) {
+  if (auto it = exec_.find(key); it != exec_.end()) {
     NIBBLE_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
     return;
   }
@@ -43,7 +43,7 @@ void DecodeGraphs::run(int B, const std::function<void()>& enqueue,
   const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   NIBBLE_CUDA_CHECK(e);
-  exec_[B] = exec;
+  exec_[key] = exec;
 }
 
 }  // namespace nibble::cuda
