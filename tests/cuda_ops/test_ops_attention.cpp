@@ -37,6 +37,24 @@ class OpsAttention : public SeededTest {
       if (!std::isnan(half_to_float(h))) m = std::max(m, std::fabs(h2d(h)));
     return m;
   }
+  // A decode output [B][nh][d] against float64 attention of each row's query over its slot's
+  // cache rows 0..pos[b] (the caches as the kernel read them, on the host).
+  static void check_decode(const std::vector<uint16_t>& got, const std::vector<uint16_t>& q,
+                           const std::vector<uint16_t>& kc, const std::vector<uint16_t>& vc,
+                           const std::vector<int32_t>& slot, const std::vector<int32_t>& pos, Shape s, int max_ctx,
+                           double atol, const std::string& what, const std::string& where) {
+    const auto [nh, nkv, d] = s;
+    CloseCheck check(what);
+    for (size_t b = 0; b < slot.size(); ++b)
+      for (int h = 0; h < nh; ++h) {
+        const size_t head = ((size_t(slot[b]) * nkv + h / (nh / nkv)) * max_ctx) * d, off = (b * nh + h) * d;
+        const auto ref = ref_attention(&q[off], &kc[head], &vc[head], pos[b], d);
+        for (int i = 0; i < d; ++i)
+          check(h2d(got[off + i]), ref[size_t(i)], std::fabs(ref[size_t(i)]) / 1024 + atol,
+                where + "b=" + std::to_string(b) + " pos=" + std::to_string(pos[b]) + " h=" + std::to_string(h) +
+                    " i=" + std::to_string(i));
+      }
+  }
 };
 
 TEST_F(OpsAttention, PrefillMatchesReference) {
@@ -115,19 +133,7 @@ TEST_F(OpsAttention, DecodeMatchesReference) {
     ws.poison();
     ops::attention_decode(dq.get(), c.B, dslot.get(), dpos.get(), hint, dk.get(), dv.get(), c.max_ctx, nh, nkv, d,
                           out.get(), ws.get(), nullptr);
-    const auto got = out.host();
-    const double atol = 5e-5 * max_abs(vc);
-    CloseCheck check("attention_decode");
-    for (int b = 0; b < c.B; ++b)
-      for (int h = 0; h < nh; ++h) {
-        const int g = h / (nh / nkv);
-        const size_t head = ((size_t(slot[size_t(b)]) * nkv + g) * c.max_ctx) * d, off = (size_t(b) * nh + h) * d;
-        const auto ref = ref_attention(&q[off], &kc[head], &vc[head], pos[size_t(b)], d);
-        for (int i = 0; i < d; ++i)
-          check(h2d(got[off + i]), ref[size_t(i)], std::fabs(ref[size_t(i)]) / 1024 + atol,
-                "b=" + std::to_string(b) + " pos=" + std::to_string(pos[size_t(b)]) + " h=" + std::to_string(h) +
-                    " i=" + std::to_string(i));
-      }
+    check_decode(out.host(), q, kc, vc, slot, pos, c.s, c.max_ctx, 5e-5 * max_abs(vc), "attention_decode", "");
   }
 }
 
@@ -162,18 +168,9 @@ TEST_F(OpsAttention, DecodeSeesTheRowsStoredJustBefore) {
     ops::attention_decode(dq.get(), B, dslot.get(), dpos.get(), max_ctx - 1, kc.get(), vc.get(), max_ctx, nh, nkv, d,
                           out.get(), ws.get(), stream);
     NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const auto got = out.host(), hk = kc.host(), hv = vc.host();
-    const double atol = 5e-5 * std::max(max_abs(vc0), max_abs(v));
-    CloseCheck check("attention_decode after the store");
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < nh; ++h) {
-        const size_t head = ((size_t(slot[size_t(b)]) * nkv + h / (nh / nkv)) * max_ctx) * d, off = (size_t(b) * nh + h) * d;
-        const auto ref = ref_attention(&q[off], &hk[head], &hv[head], pos[size_t(b)], d);
-        for (int i = 0; i < d; ++i)
-          check(h2d(got[off + i]), ref[size_t(i)], std::fabs(ref[size_t(i)]) / 1024 + atol,
-                "rep=" + std::to_string(rep) + " b=" + std::to_string(b) + " pos=" + std::to_string(pos[size_t(b)]) +
-                    " h=" + std::to_string(h) + " i=" + std::to_string(i));
-      }
+    check_decode(out.host(), q, kc.host(), vc.host(), slot, pos, {nh, nkv, d}, max_ctx,
+                 5e-5 * std::max(max_abs(vc0), max_abs(v)), "attention_decode after the store",
+                 "rep=" + std::to_string(rep) + " ");
   }
   NIBBLE_CUDA_CHECK(cudaStreamDestroy(stream));
 }

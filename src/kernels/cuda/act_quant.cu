@@ -13,6 +13,7 @@
 #include "nibble/cuda/check.h"
 #include "nibble/cuda/gemm.h"
 #include "nibble/error.h"
+#include "reduce.cuh"
 
 namespace nibble::cuda {
 namespace {
@@ -149,12 +150,8 @@ __global__ void __launch_bounds__(kThreads)
       const float2 f = __half22float2(reinterpret_cast<const __half2*>(raw[j])[i]);
       amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
     }
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  __shared__ float warp_max[kThreads / 32];
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  amax = 0;
-  for (int w = 0; w < kThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  __shared__ float scratch[32];
+  amax = detail::block_max(amax, scratch);
   float gs = amax / (448.0f * 6.0f);
   if (gs == 0.0f) gs = 1.0f;
   if (threadIdx.x == 0) row_scale[blockIdx.x] = gs;

@@ -11,6 +11,7 @@
 #include "nibble/cuda/check.h"
 #include "nibble/cuda/gemm.h"
 #include "nibble/error.h"
+#include "reduce.cuh"
 
 namespace nibble::cuda {
 namespace {
@@ -31,13 +32,8 @@ __device__ __forceinline__ float abs_max8(const uint4& v, float amax) {
 // The block's largest |x| (every thread gets it); sx = 448 / amax (1 for a zero row) and
 // row_scale[m] = 1 / (256 sx), the arithmetic of quantize_rows_e4m3.
 __device__ __forceinline__ float row_sx(float amax, float* row_scale, int m) {
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  __shared__ float warp_max[kQuantThreads / 32];
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  amax = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kQuantThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  __shared__ float scratch[32];
+  amax = detail::block_max(amax, scratch);
   const float sx = amax > 0.0f ? 448.0f / amax : 1.0f;
   if (threadIdx.x == 0) row_scale[m] = 1.0f / (256.0f * sx);
   return sx;

@@ -1,6 +1,6 @@
 #pragma once
 // Shared pieces of the model-runtime ops (nibble/cuda/ops.h): host-side argument checks, the
-// launch check, fp16 bit conversions and warp/block reductions; the ops launch through
+// launch check, fp16 bit conversions, the warp/block reductions (reduce.cuh); the ops launch through
 // programmatic dependent launch (pdl.cuh).
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -11,12 +11,17 @@
 #include "nibble/cuda/check.h"
 #include "nibble/error.h"
 #include "pdl.cuh"
+#include "reduce.cuh"
 
 namespace nibble::cuda::ops::detail {
 
 using cuda::detail::launch_pdl;
 using cuda::detail::pdl_trigger;
 using cuda::detail::pdl_wait;
+using cuda::detail::block_max;
+using cuda::detail::block_sum;
+using cuda::detail::warp_max;
+using cuda::detail::warp_sum;
 
 // Throws nibble::Error "cuda::ops::<fn>: <what>" when `ok` is false.
 inline void require(bool ok, const char* fn, const std::string& what) {
@@ -46,40 +51,6 @@ __device__ __forceinline__ void unpack8(const uint4& w, float (&f)[8]) {
     f[2 * i] = v.x, f[2 * i + 1] = v.y;
   }
 }
-template <class T>
-__device__ __forceinline__ T warp_sum(T v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Block-wide sum (every thread gets it); `scratch` holds 32 T. Must be reached by all threads.
-template <class T>
-__device__ T block_sum(T v, T* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-  v = warp_sum(v);
-  __syncthreads();  // scratch may still be read by a previous reduction
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < nwarps ? scratch[lane] : T(0);
-  return warp_sum(v);
-}
-
-__device__ inline float block_max(float v, float* scratch) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < nwarps ? scratch[lane] : -INFINITY;
-  return warp_max(v);
-}
-
 // (value, index) maximum, the lowest index on equal values; NaN values never win.
 struct ArgMax {
   float v;
