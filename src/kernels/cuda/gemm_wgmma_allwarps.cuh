@@ -15,6 +15,9 @@ namespace nibble::cuda::wg {
 template <int BM_, int STAGES_, class BOp>
 struct AllWarpsCfg {
   static constexpr int BM = BM_, STAGES = STAGES_, THREADS = kDequantThreads, BN = kBN;
+  // Split-K by estimated time (auto_splits) for 256-row tiles (the heavier decodes; ~0.9 us or more
+  // per k-tile, so the estimate errs towards not splitting); 128-row tiles keep the default rule.
+  static constexpr double KTILE_US = BM == 256 ? 0.9 : 0.0;
   static constexpr int MT = BM / 128;  // m64 slices per warpgroup
   static constexpr int A_BYTES = BM * kRowBytes, BH_BYTES = kBN * kRowBytes;
   // + 1024: the dynamic buffer is aligned up to 1024 bytes in the kernel

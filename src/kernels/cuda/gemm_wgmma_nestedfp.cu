@@ -222,6 +222,10 @@ __global__ void __launch_bounds__(kThreads, 1) nested_kernel(tc::MainArgs g, con
 template <int TN>
 struct NestedCfg {
   static constexpr int BM = TN, BN = kRows, THREADS = kThreads;
+  // Split-K by estimated time (auto_splits) at 256 tokens, where a CTA takes ~0.9 us per 64-wide
+  // k-tile on an H100 (docs/perf/nestedfp16-pipeline-2026-11-24.md); the smaller tiles (M <= 128)
+  // stream weights from DRAM and keep the default rule.
+  static constexpr double KTILE_US = TN == 256 ? 0.9 : 0.0;
   static constexpr int SMEM = 1024 + kStages * (TN * kRowBytes + kWeightBytes) + kStages * 8;
   static_assert(SMEM <= kSmemLimit, "ring too large");
 };

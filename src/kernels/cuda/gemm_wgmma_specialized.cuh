@@ -33,6 +33,9 @@ constexpr int kProducerRegs = 88, kConsumerRegs = 168;  // per thread after setm
 template <int BM_, class BOp>
 struct SpecializedCfg {
   static constexpr int BM = BM_, BN = kBN, THREADS = 512;
+  // Split-K by estimated time (auto_splits): ~0.9 us per 64-wide k-tile of a 256 x 128 tile on an
+  // H100 (nvfp4, docs/perf/gemm-latest.json: Qwen3-32B down at 512 rows, 80 tiles, one wave).
+  static constexpr double KTILE_US = 0.9;
   static constexpr int MT = BM / 128;  // m64 slices per consumer warpgroup
   static constexpr int A_BYTES = BM * kRowBytes, BH_BYTES = kBN * kRowBytes, BS = 3;
   static constexpr int RAW = BOp::kRawBytes;
