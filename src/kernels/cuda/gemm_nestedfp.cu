@@ -11,6 +11,7 @@
 #include "gemm_launch.cuh"
 #include "nestedfp_rebuild.cuh"
 #include "nibble/error.h"
+#include "reduce.cuh"
 
 namespace nibble::cuda {
 namespace tc {
@@ -95,12 +96,8 @@ __global__ void quantize_rows_kernel(const uint16_t* x, int K, uint8_t* x8, floa
   const __half* row = reinterpret_cast<const __half*>(x) + int64_t(m) * K;
   float amax = 0.0f;
   for (int k = threadIdx.x; k < K; k += blockDim.x) amax = fmaxf(amax, fabsf(__half2float(row[k])));
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  __shared__ float warp_max[32];
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  amax = 0.0f;
-  for (int w = 0; w < int(blockDim.x >> 5); ++w) amax = fmaxf(amax, warp_max[w]);
+  __shared__ float scratch[32];
+  amax = cuda::detail::block_max(amax, scratch);
   const float sx = amax > 0.0f ? 448.0f / amax : 1.0f;
   if (threadIdx.x == 0) row_scale[m] = 1.0f / (256.0f * sx);
   uint16_t* out = reinterpret_cast<uint16_t*>(x8 + int64_t(m) * K);
