@@ -26,6 +26,12 @@ struct LoadOptions {
   // dequantized per token with this format ("nvfp4", "nvfp4-razer-act", "fp8-e4m3", ...).
   // For a nibble-quantized directory, "" means: use the activation_format it was saved with.
   std::string act_format;
+  // "" = the KV cache keeps K and V as computed (FP32 on the CPU, FP16 on the GPU); else each
+  // (token, KV head) row of head_dim values is quantized with this registry format as it is
+  // stored, in blocks of the format's default size (of head_dim where that does not divide it).
+  // The GPU runtime takes "fp16" and "fp8-e4m3" (E4M3 codes + one FP32 scale per row); the CPU
+  // any format (the accuracy lab for KV-cache formats). Not saved with a quantized model.
+  std::string kv_cache;
   bool quantize_embeddings = false;  // also quantize model.embed_tokens (else kept as stored)
   bool quantize_lm_head = false;     // also quantize lm_head (or the tied embeddings used as it)
   std::filesystem::path tokenizer;   // llama2.c: tokenizer.bin when not beside the .bin checkpoint

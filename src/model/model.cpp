@@ -1,11 +1,46 @@
-// Model::load: picks the loader by what the path is, then resolves the activation format.
+// Model::load: picks the loader by what the path is, then resolves the activation and KV-cache
+// formats.
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "model/loaders.h"
 #include "model/weights.h"
 #include "nibble/error.h"
 
 namespace nibble {
+namespace {
+
+// LoadOptions::kv_cache -> the format and block the Session quantizes each (token, KV head) row
+// with; a trial row checks now that the format takes rows of head_dim.
+void resolve_kv_format(ModelWeights& w) {
+  const std::string& name = w.opts.kv_cache;
+  if (name.empty()) return;
+  const FormatInfo* found = nullptr;
+  try {
+    found = &find_format(name);
+  } catch (const Error& e) {
+    throw Error(std::string("KV-cache format: ") + e.what());
+  }
+  const FormatInfo& f = *found;
+  const int d = w.cfg.head_dim;
+  if (name.starts_with("nestedfp"))
+    throw Error("KV-cache format \"" + name + "\": NestedFP holds only |x| < 1.875, not K and V rows");
+  w.kv_block = f.default_block > 0 && d % f.default_block != 0 ? d : 0;
+  std::vector<float> row(static_cast<size_t>(d));
+  for (int i = 0; i < d; ++i) row[size_t(i)] = 0.01f * float(i + 1);
+  try {
+    QuantOptions opt;
+    opt.block = w.kv_block;
+    opt.name = "KV-cache row";
+    f.quantize(row.data(), 1, d, opt);
+  } catch (const Error& e) {
+    throw Error("KV-cache format \"" + name + "\" for head_dim " + std::to_string(d) + ": " + e.what());
+  }
+  w.kv_format = &f;
+}
+
+}  // namespace
 
 Model::Model() : w_(std::make_unique<ModelWeights>()) {}
 Model::~Model() = default;
@@ -28,6 +63,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, const Load
     if (!w.act_format->for_activations)
       throw Error("format \"" + w.opts.act_format + "\" cannot quantize activations online");
   }
+  resolve_kv_format(w);
   return m;
 }
 

@@ -60,6 +60,12 @@ void attention_block(const ModelWeights& w, const LayerWeights& L, SessionState&
       std::copy_n(s.k.data() + src, d, kc + dst);
       std::copy_n(s.v.data() + src, d, vc + dst);
     }
+  if (w.kv_format)  // a quantized KV cache: the new rows as the format stores them
+    for (int g = 0; g < nkv; ++g) {
+      const int64_t first = (int64_t(g) * s.max_ctx + s.pos) * d;
+      fake_quantize_rows(*w.kv_format, kc + first, T, d, w.kv_block, "K-cache row");
+      fake_quantize_rows(*w.kv_format, vc + first, T, d, w.kv_block, "V-cache row");
+    }
   ops::attention(s.q.data(), T, s.pos, kc, vc, s.max_ctx, nh, nkv, d, s.att.data());
   run_linear(L.o, act, s.att.data(), T, s.xq, s.tmp.data());
   for (int64_t i = 0; i < T * H; ++i) s.x[size_t(i)] += s.tmp[size_t(i)];

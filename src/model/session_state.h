@@ -1,5 +1,6 @@
 #pragma once
-// A Session's private state: the FP32 KV cache, RoPE table and scratch activations.
+// A Session's private state: the FP32 KV cache (holding the values of a KV-cache format when the
+// model has one), RoPE table and scratch activations.
 #include <vector>
 
 namespace nibble {

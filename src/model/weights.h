@@ -36,6 +36,8 @@ struct ModelWeights {
   bool embed_quantized = false;
   std::vector<LayerWeights> layers;
   const FormatInfo* act_format = nullptr;
+  const FormatInfo* kv_format = nullptr;  // LoadOptions::kv_cache resolved (null: unquantized)
+  int kv_block = 0;                       // its block along head_dim (0: the format's default)
   double sq_err = 0, sq_ref = 0;       // accumulated by quantize-on-load, for weight_rel_mse
   std::vector<std::string> nestedfp_ineligible;  // linears kept as stored by a nestedfp format
 

@@ -1,7 +1,9 @@
-// Prefill and decode attention vs float64 on fresh random caches. Cache entries that must not be
-// read (beyond the attended positions, other slots) hold fp16 NaN; outputs are poisoned first.
+// Prefill and decode attention vs float64 on fresh random caches, FP16 and E4M3 (the reference
+// reads the E4M3 values as the CPU format dequantizes them). Cache entries that must not be read
+// (beyond the attended positions, other slots) hold NaN; outputs are poisoned first.
 // Tolerance: 2^-10 relative (fp16 output rounding) + 5e-5 x max|V| (FP32 softmax and sums).
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "attention_ref.h"
@@ -13,47 +15,54 @@ namespace nibble::cuda::test {
 namespace {
 
 namespace ops = nibble::cuda::ops;
-constexpr uint16_t kNaN = 0x7E00;
 
 struct Shape {
   int nh, nkv, d;
 };
 
+constexpr ops::KvType kTypes[] = {ops::KvType::fp16, ops::KvType::e4m3};
+const char* type_name(ops::KvType t) { return t == ops::KvType::e4m3 ? "e4m3" : "fp16"; }
+
 class OpsAttention : public SeededTest {
  protected:
-  // A cache [n_slots][nkv][max_ctx][d] holding random fp16 at positions < filled[slot], NaN elsewhere.
-  std::vector<uint16_t> make_cache(int n_slots, int nkv, int max_ctx, int d, const std::vector<int>& filled) {
-    std::vector<uint16_t> c(size_t(n_slots) * nkv * max_ctx * d, kNaN);
+  // A K or V cache [n_slots][nkv][max_ctx][d] holding random values at positions < filled[slot],
+  // NaN elsewhere.
+  HostKv make_cache(ops::KvType type, int n_slots, int nkv, int max_ctx, int d, const std::vector<int>& filled) {
+    HostKv c(type, size_t(n_slots) * nkv * max_ctx, d);
+    std::vector<float> row(static_cast<size_t>(d));
     for (int s = 0; s < n_slots; ++s)
       for (int g = 0; g < nkv; ++g)
-        for (int p = 0; p < filled[size_t(s)]; ++p)
-          for (int i = 0; i < d; ++i)
-            c[((size_t(s) * nkv + g) * max_ctx + p) * d + i] = float_to_half(normal(1.5f));
+        for (int p = 0; p < filled[size_t(s)]; ++p) {
+          for (float& x : row) x = normal(1.5f);
+          c.set_row((size_t(s) * nkv + g) * max_ctx + p, row.data());
+        }
     return c;
   }
-  static double max_abs(const std::vector<uint16_t>& v) {
-    double m = 0;
-    for (uint16_t h : v)
-      if (!std::isnan(half_to_float(h))) m = std::max(m, std::fabs(h2d(h)));
-    return m;
-  }
-  // A decode output [B][nh][d] against float64 attention of each row's query over its slot's
-  // cache rows 0..pos[b] (the caches as the kernel read them, on the host).
-  static void check_decode(const std::vector<uint16_t>& got, const std::vector<uint16_t>& q,
-                           const std::vector<uint16_t>& kc, const std::vector<uint16_t>& vc,
-                           const std::vector<int32_t>& slot, const std::vector<int32_t>& pos, Shape s, int max_ctx,
-                           double atol, const std::string& what, const std::string& where) {
+  // Attention outputs [rows][nh][d] of (query row, slot, last position) triples against float64
+  // attention over the caches as the kernel read them.
+  static void check_rows(const std::vector<uint16_t>& got, const std::vector<uint16_t>& q, const HostKv& kc,
+                         const HostKv& vc, const std::vector<std::array<int, 4>>& rows, Shape s, int max_ctx,
+                         double atol, const std::string& what, const std::string& where) {
     const auto [nh, nkv, d] = s;
     CloseCheck check(what);
+    for (const auto& [row, h, slot, last] : rows) {
+      const size_t head = (size_t(slot) * nkv + h / (nh / nkv)) * max_ctx, off = (size_t(row) * nh + h) * d;
+      const auto ref = ref_attention(&q[off], [&](int j, int i) { return kc.at(head + j, i); },
+                                     [&](int j, int i) { return vc.at(head + j, i); }, last, d);
+      for (int i = 0; i < d; ++i)
+        check(h2d(got[off + i]), ref[size_t(i)], std::fabs(ref[size_t(i)]) / 1024 + atol,
+              where + "row=" + std::to_string(row) + " last=" + std::to_string(last) + " h=" + std::to_string(h) +
+                  " i=" + std::to_string(i));
+    }
+  }
+  // A decode output [B][nh][d]: every row b, head h over its slot's rows 0..pos[b].
+  static void check_decode(const std::vector<uint16_t>& got, const std::vector<uint16_t>& q, const HostKv& kc,
+                           const HostKv& vc, const std::vector<int32_t>& slot, const std::vector<int32_t>& pos,
+                           Shape s, int max_ctx, double atol, const std::string& what, const std::string& where) {
+    std::vector<std::array<int, 4>> rows;
     for (size_t b = 0; b < slot.size(); ++b)
-      for (int h = 0; h < nh; ++h) {
-        const size_t head = ((size_t(slot[b]) * nkv + h / (nh / nkv)) * max_ctx) * d, off = (b * nh + h) * d;
-        const auto ref = ref_attention(&q[off], &kc[head], &vc[head], pos[b], d);
-        for (int i = 0; i < d; ++i)
-          check(h2d(got[off + i]), ref[size_t(i)], std::fabs(ref[size_t(i)]) / 1024 + atol,
-                where + "b=" + std::to_string(b) + " pos=" + std::to_string(pos[b]) + " h=" + std::to_string(h) +
-                    " i=" + std::to_string(i));
-      }
+      for (int h = 0; h < s.nh; ++h) rows.push_back({int(b), h, slot[b], pos[b]});
+    check_rows(got, q, kc, vc, rows, s, max_ctx, atol, what, where);
   }
 };
 
@@ -65,39 +74,33 @@ TEST_F(OpsAttention, PrefillMatchesReference) {
   const Case cases[] = {{1, 0, 8, {4, 4, 64}},       {7, 5, 12, {8, 2, 128}},     {37, 100, 200, {32, 8, 128}},
                         {300, 0, 300, {8, 1, 64}},   {300, 211, 600, {12, 4, 64}}, {1, 599, 600, {8, 8, 128}},
                         {2048, 1000, 3100, {4, 1, 128}}};
-  for (const Case& c : cases) {
-    const auto [nh, nkv, d] = c.s;
-    SCOPED_TRACE("T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0) + " nh=" + std::to_string(nh) +
-                 " nkv=" + std::to_string(nkv) + " d=" + std::to_string(d));
-    const int n_slots = 3, slot = 2;
-    std::vector<int> filled(n_slots, 0);
-    filled[slot] = c.pos0 + c.T;
-    const auto kc = make_cache(n_slots, nkv, c.max_ctx, d, filled), vc = make_cache(n_slots, nkv, c.max_ctx, d, filled);
-    const auto q = random_half(size_t(c.T) * nh * d, 1.5f);
-    GpuBuffer<uint16_t> dq(q), dk(kc), dv(vc), out(size_t(c.T) * nh * d);
-    out.poison();
-    ops::attention_prefill(dq.get(), c.T, slot, c.pos0, dk.get(), dv.get(), c.max_ctx, nh, nkv, d, out.get(), nullptr);
-    const auto got = out.host();
-    const double atol = 5e-5 * max_abs(vc);
-    // Every (query, head) when there are few, else 512 random ones plus the last query's heads.
-    std::vector<std::pair<int, int>> rows;
-    if (int64_t(c.T) * nh <= 4096) {
-      for (int t = 0; t < c.T; ++t)
-        for (int h = 0; h < nh; ++h) rows.emplace_back(t, h);
-    } else {
-      for (int i = 0; i < 512; ++i) rows.emplace_back(uniform_int(0, c.T - 1), uniform_int(0, nh - 1));
-      for (int h = 0; h < nh; ++h) rows.emplace_back(c.T - 1, h);
+  for (const ops::KvType type : kTypes)
+    for (const Case& c : cases) {
+      const auto [nh, nkv, d] = c.s;
+      SCOPED_TRACE(std::string(type_name(type)) + " T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0) +
+                   " nh=" + std::to_string(nh) + " nkv=" + std::to_string(nkv) + " d=" + std::to_string(d));
+      const int n_slots = 3, slot = 2;
+      std::vector<int> filled(n_slots, 0);
+      filled[slot] = c.pos0 + c.T;
+      const HostKv kc = make_cache(type, n_slots, nkv, c.max_ctx, d, filled);
+      const HostKv vc = make_cache(type, n_slots, nkv, c.max_ctx, d, filled);
+      const auto q = random_half(size_t(c.T) * nh * d, 1.5f);
+      DeviceKv dkv(kc, vc, c.max_ctx);
+      GpuBuffer<uint16_t> dq(q), out(size_t(c.T) * nh * d);
+      out.poison();
+      ops::attention_prefill(dq.get(), c.T, slot, c.pos0, dkv.cache, nh, nkv, d, out.get(), nullptr);
+      // Every (query, head) when there are few, else 512 random ones plus the last query's heads.
+      std::vector<std::array<int, 4>> rows;
+      auto add = [&](int t, int h) { rows.push_back({t, h, slot, c.pos0 + t}); };
+      if (int64_t(c.T) * nh <= 4096) {
+        for (int t = 0; t < c.T; ++t)
+          for (int h = 0; h < nh; ++h) add(t, h);
+      } else {
+        for (int i = 0; i < 512; ++i) add(uniform_int(0, c.T - 1), uniform_int(0, nh - 1));
+        for (int h = 0; h < nh; ++h) add(c.T - 1, h);
+      }
+      check_rows(out.host(), q, kc, vc, rows, c.s, c.max_ctx, 5e-5 * vc.max_abs(), "attention_prefill", "");
     }
-    CloseCheck check("attention_prefill");
-    for (auto [t, h] : rows) {
-      const int g = h / (nh / nkv);
-      const size_t head = ((size_t(slot) * nkv + g) * c.max_ctx) * d, off = (size_t(t) * nh + h) * d;
-      const auto ref = ref_attention(&q[off], &kc[head], &vc[head], c.pos0 + t, d);
-      for (int i = 0; i < d; ++i)
-        check(h2d(got[off + i]), ref[size_t(i)], std::fabs(ref[size_t(i)]) / 1024 + atol,
-              "t=" + std::to_string(t) + " h=" + std::to_string(h) + " i=" + std::to_string(i));
-    }
-  }
 }
 
 TEST_F(OpsAttention, DecodeMatchesReference) {
@@ -110,82 +113,93 @@ TEST_F(OpsAttention, DecodeMatchesReference) {
                         {3, 4100, {16, 2, 64}, false}, {64, 300, {32, 8, 128}, true}, {64, 530, {8, 1, 64}, false},
                         {5, 700, {12, 2, 128}, true},  {7, 260, {5, 1, 64}, true},   {16, 560, {32, 8, 128}, false},
                         {2, 333, {40, 2, 64}, true},   {2, 1000, {32, 1, 128}, false}};
-  for (const Case& c : cases) {
-    const auto [nh, nkv, d] = c.s;
-    SCOPED_TRACE("B=" + std::to_string(c.B) + " max_ctx=" + std::to_string(c.max_ctx) + " nh=" + std::to_string(nh) +
-                 " nkv=" + std::to_string(nkv) + " d=" + std::to_string(d));
-    // One query per slot, slots shuffled; positions random with 0 and max_ctx - 1 included.
-    const int n_slots = c.B + 1;
-    std::vector<int32_t> slot(size_t(c.B)), pos(size_t(c.B));
-    for (int b = 0; b < c.B; ++b) slot[size_t(b)] = b + 1, pos[size_t(b)] = uniform_int(0, c.max_ctx - 1);
-    std::shuffle(slot.begin(), slot.end(), gen);
-    pos[0] = c.max_ctx - 1;
-    if (c.B > 1) pos[1] = 0;
-    std::vector<int> filled(size_t(n_slots), 0);
-    for (int b = 0; b < c.B; ++b) filled[size_t(slot[size_t(b)])] = pos[size_t(b)] + 1;
-    const auto kc = make_cache(n_slots, nkv, c.max_ctx, d, filled), vc = make_cache(n_slots, nkv, c.max_ctx, d, filled);
-    const auto q = random_half(size_t(c.B) * nh * d, 1.5f);
-    const int hint = c.hint_is_max_ctx ? c.max_ctx - 1 : *std::max_element(pos.begin(), pos.end());
-    GpuBuffer<uint16_t> dq(q), dk(kc), dv(vc), out(size_t(c.B) * nh * d);
-    GpuBuffer<int32_t> dslot(slot), dpos(pos);
-    GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(c.B, nh, d, c.max_ctx));
-    out.poison();
-    ws.poison();
-    ops::attention_decode(dq.get(), c.B, dslot.get(), dpos.get(), hint, dk.get(), dv.get(), c.max_ctx, nh, nkv, d,
-                          out.get(), ws.get(), nullptr);
-    check_decode(out.host(), q, kc, vc, slot, pos, c.s, c.max_ctx, 5e-5 * max_abs(vc), "attention_decode", "");
-  }
+  for (const ops::KvType type : kTypes)
+    for (const Case& c : cases) {
+      const auto [nh, nkv, d] = c.s;
+      SCOPED_TRACE(std::string(type_name(type)) + " B=" + std::to_string(c.B) + " max_ctx=" + std::to_string(c.max_ctx) +
+                   " nh=" + std::to_string(nh) + " nkv=" + std::to_string(nkv) + " d=" + std::to_string(d));
+      // One query per slot, slots shuffled; positions random with 0 and max_ctx - 1 included.
+      const int n_slots = c.B + 1;
+      std::vector<int32_t> slot(size_t(c.B)), pos(size_t(c.B));
+      for (int b = 0; b < c.B; ++b) slot[size_t(b)] = b + 1, pos[size_t(b)] = uniform_int(0, c.max_ctx - 1);
+      std::shuffle(slot.begin(), slot.end(), gen);
+      pos[0] = c.max_ctx - 1;
+      if (c.B > 1) pos[1] = 0;
+      std::vector<int> filled(size_t(n_slots), 0);
+      for (int b = 0; b < c.B; ++b) filled[size_t(slot[size_t(b)])] = pos[size_t(b)] + 1;
+      const HostKv kc = make_cache(type, n_slots, nkv, c.max_ctx, d, filled);
+      const HostKv vc = make_cache(type, n_slots, nkv, c.max_ctx, d, filled);
+      const auto q = random_half(size_t(c.B) * nh * d, 1.5f);
+      const int hint = c.hint_is_max_ctx ? c.max_ctx - 1 : *std::max_element(pos.begin(), pos.end());
+      DeviceKv dkv(kc, vc, c.max_ctx);
+      GpuBuffer<uint16_t> dq(q), out(size_t(c.B) * nh * d);
+      GpuBuffer<int32_t> dslot(slot), dpos(pos);
+      GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(c.B, nh, d, c.max_ctx));
+      out.poison();
+      ws.poison();
+      ops::attention_decode(dq.get(), c.B, dslot.get(), dpos.get(), hint, dkv.cache, nh, nkv, d, out.get(), ws.get(),
+                            nullptr);
+      check_decode(out.host(), q, kc, vc, slot, pos, c.s, c.max_ctx, 5e-5 * vc.max_abs(), "attention_decode", "");
+    }
 }
 
 // A decode step's order on one stream: qk_norm_rope_store writes each new token's K and V rows,
 // then attention_decode, which may start before that kernel has finished (programmatic dependent
 // launch), must see the new rows. They hold NaN before the store, so a row read too early shows
-// as NaN. Identity RoPE (cos 1, sin 0), so q and k are stored as given.
+// as NaN. Identity RoPE (cos 1, sin 0), so q and k are stored as given (E4M3: quantized).
 TEST_F(OpsAttention, DecodeSeesTheRowsStoredJustBefore) {
   const int B = 16, nh = 32, nkv = 8, d = 128, max_ctx = 600;
-  std::vector<int32_t> slot(static_cast<size_t>(B)), pos(static_cast<size_t>(B));
-  for (int b = 0; b < B; ++b) slot[size_t(b)] = b, pos[size_t(b)] = uniform_int(0, max_ctx - 1);
-  std::shuffle(slot.begin(), slot.end(), gen);
-  pos[0] = max_ctx - 1, pos[1] = 0, pos[2] = 31, pos[3] = 32, pos[4] = 63, pos[5] = 64;  // tile edges
-  std::vector<int> by_slot(static_cast<size_t>(B));  // rows below each query's position filled
-  for (int b = 0; b < B; ++b) by_slot[size_t(slot[size_t(b)])] = pos[size_t(b)];
-  const auto kc0 = make_cache(B, nkv, max_ctx, d, by_slot), vc0 = make_cache(B, nkv, max_ctx, d, by_slot);
-  std::vector<float> cs(size_t(max_ctx) * d, 0.0f);
-  for (int p = 0; p < max_ctx; ++p) std::fill_n(cs.begin() + size_t(p) * d, d / 2, 1.0f);
-  GpuBuffer<float> dcs(cs);
-  GpuBuffer<int32_t> dslot(slot), dpos(pos);
-  GpuBuffer<uint16_t> out(size_t(B) * nh * d);
-  GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(B, nh, d, max_ctx));
-  cudaStream_t stream;
-  NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto q = random_half(size_t(B) * nh * d, 1.5f), k = random_half(size_t(B) * nkv * d, 1.5f),
-               v = random_half(size_t(B) * nkv * d, 1.5f);
-    GpuBuffer<uint16_t> dq(q), dk(k), dv(v), kc(kc0), vc(vc0);
-    out.poison();
-    ops::qk_norm_rope_store(dq.get(), dk.get(), dv.get(), B, nh, nkv, d, nullptr, nullptr, 1e-6f, dcs.get(),
-                            dslot.get(), dpos.get(), kc.get(), vc.get(), max_ctx, stream);
-    ops::attention_decode(dq.get(), B, dslot.get(), dpos.get(), max_ctx - 1, kc.get(), vc.get(), max_ctx, nh, nkv, d,
-                          out.get(), ws.get(), stream);
-    NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
-    check_decode(out.host(), q, kc.host(), vc.host(), slot, pos, {nh, nkv, d}, max_ctx,
-                 5e-5 * std::max(max_abs(vc0), max_abs(v)), "attention_decode after the store",
-                 "rep=" + std::to_string(rep) + " ");
+  for (const ops::KvType type : kTypes) {
+    SCOPED_TRACE(type_name(type));
+    std::vector<int32_t> slot(static_cast<size_t>(B)), pos(static_cast<size_t>(B));
+    for (int b = 0; b < B; ++b) slot[size_t(b)] = b, pos[size_t(b)] = uniform_int(0, max_ctx - 1);
+    std::shuffle(slot.begin(), slot.end(), gen);
+    pos[0] = max_ctx - 1, pos[1] = 0, pos[2] = 31, pos[3] = 32, pos[4] = 63, pos[5] = 64;  // tile edges
+    std::vector<int> by_slot(static_cast<size_t>(B));  // rows below each query's position filled
+    for (int b = 0; b < B; ++b) by_slot[size_t(slot[size_t(b)])] = pos[size_t(b)];
+    const HostKv kc0 = make_cache(type, B, nkv, max_ctx, d, by_slot), vc0 = make_cache(type, B, nkv, max_ctx, d, by_slot);
+    std::vector<float> cs(size_t(max_ctx) * d, 0.0f);
+    for (int p = 0; p < max_ctx; ++p) std::fill_n(cs.begin() + size_t(p) * d, d / 2, 1.0f);
+    GpuBuffer<float> dcs(cs);
+    GpuBuffer<int32_t> dslot(slot), dpos(pos);
+    GpuBuffer<uint16_t> out(size_t(B) * nh * d);
+    GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(B, nh, d, max_ctx));
+    cudaStream_t stream;
+    NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto q = random_half(size_t(B) * nh * d, 1.5f), k = random_half(size_t(B) * nkv * d, 1.5f),
+                 v = random_half(size_t(B) * nkv * d, 1.5f);
+      GpuBuffer<uint16_t> dq(q), dk(k), dv(v);
+      DeviceKv dkv(kc0, vc0, max_ctx);
+      out.poison();
+      ops::qk_norm_rope_store(dq.get(), dk.get(), dv.get(), B, nh, nkv, d, nullptr, nullptr, 1e-6f, dcs.get(),
+                              dslot.get(), dpos.get(), dkv.cache, stream);
+      ops::attention_decode(dq.get(), B, dslot.get(), dpos.get(), max_ctx - 1, dkv.cache, nh, nkv, d, out.get(),
+                            ws.get(), stream);
+      NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+      double vmax = vc0.max_abs();
+      for (uint16_t x : v) vmax = std::max(vmax, std::fabs(h2d(x)));
+      check_decode(out.host(), q, dkv.host(kc0, false), dkv.host(vc0, true), slot, pos, {nh, nkv, d}, max_ctx,
+                   5e-5 * vmax, "attention_decode after the store", "rep=" + std::to_string(rep) + " ");
+    }
+    NIBBLE_CUDA_CHECK(cudaStreamDestroy(stream));
   }
-  NIBBLE_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 TEST(OpsAttentionArgs, BadShapesThrow) {
   GpuBuffer<uint16_t> h(1024);
   GpuBuffer<int32_t> i(4);
   GpuBuffer<uint8_t> ws(1 << 16);
-  EXPECT_THROW(ops::attention_prefill(h.get(), 1, 0, 0, h.get(), h.get(), 8, 4, 4, 96, h.get(), nullptr), Error);
-  EXPECT_THROW(ops::attention_prefill(h.get(), 4, 0, 6, h.get(), h.get(), 8, 4, 4, 64, h.get(), nullptr), Error);
-  EXPECT_THROW(ops::attention_prefill(h.get(), 1, 0, 0, h.get(), h.get(), 8, 6, 4, 64, h.get(), nullptr), Error);
-  EXPECT_THROW(ops::attention_decode(h.get(), 1, i.get(), i.get(), 8, h.get(), h.get(), 8, 4, 4, 64, h.get(), ws.get(),
-                                     nullptr),
+  const ops::KvCache kv{ops::KvType::fp16, h.get(), h.get(), nullptr, nullptr, 8};
+  const ops::KvCache e4m3_no_scales{ops::KvType::e4m3, h.get(), h.get(), nullptr, nullptr, 8};
+  EXPECT_THROW(ops::attention_prefill(h.get(), 1, 0, 0, kv, 4, 4, 96, h.get(), nullptr), Error);
+  EXPECT_THROW(ops::attention_prefill(h.get(), 4, 0, 6, kv, 4, 4, 64, h.get(), nullptr), Error);
+  EXPECT_THROW(ops::attention_prefill(h.get(), 1, 0, 0, kv, 6, 4, 64, h.get(), nullptr), Error);
+  EXPECT_THROW(ops::attention_prefill(h.get(), 1, 0, 0, e4m3_no_scales, 4, 4, 64, h.get(), nullptr), Error);
+  EXPECT_THROW(ops::attention_decode(h.get(), 1, i.get(), i.get(), 8, kv, 4, 4, 64, h.get(), ws.get(), nullptr),
                Error);  // max_pos_hint must be < max_ctx
-  EXPECT_THROW(ops::attention_decode(h.get(), 1, i.get(), i.get(), 0, h.get(), h.get(), 8, 4, 4, 64, h.get(), nullptr,
+  EXPECT_THROW(ops::attention_decode(h.get(), 1, i.get(), i.get(), 0, kv, 4, 4, 64, h.get(), nullptr, nullptr), Error);
+  EXPECT_THROW(ops::attention_decode(h.get(), 1, i.get(), i.get(), 0, e4m3_no_scales, 4, 4, 64, h.get(), ws.get(),
                                      nullptr),
                Error);
 }

@@ -38,45 +38,64 @@ void expect_finite(const std::vector<uint16_t>& h) {
   EXPECT_EQ(bad, 0);
 }
 
+// A constant cache of B slots x ctx positions: FP16 about 0.07 (K) and 1 (V), or E4M3 codes 0.5
+// with scales about 0.01.
+struct ConstKv {
+  GpuBuffer<uint8_t> k, v;
+  GpuBuffer<float> ks, vs;
+  ops::KvCache cache;
+  size_t bytes;  // of K and V together, scales included
+  ConstKv(ops::KvType type, size_t rows, int d, int ctx)
+      : k(rows * ops::kv_row_bytes(type, d)), v(rows * ops::kv_row_bytes(type, d)), ks(rows), vs(rows),
+        cache{type, k.get(), v.get(), nullptr, nullptr, ctx}, bytes(2 * rows * ops::kv_row_bytes(type, d)) {
+    const size_t n = rows * d * (type == ops::KvType::e4m3 ? 1 : 2);
+    NIBBLE_CUDA_CHECK(cudaMemset(k.get(), type == ops::KvType::e4m3 ? 0x30 : 0x2C, n));
+    NIBBLE_CUDA_CHECK(cudaMemset(v.get(), type == ops::KvType::e4m3 ? 0x30 : 0x3C, n));
+    if (type == ops::KvType::e4m3) {
+      NIBBLE_CUDA_CHECK(cudaMemset(ks.get(), 0x3C, rows * 4));
+      NIBBLE_CUDA_CHECK(cudaMemset(vs.get(), 0x3C, rows * 4));
+      cache.k_scale = ks.get(), cache.v_scale = vs.get();
+    }
+  }
+};
+
 TEST(OpsTimingSlow, AttentionDecodeLlama8B) {
   const int nh = 32, nkv = 8, d = 128;
-  for (int B : {1, 16, 64})
-    for (int ctx : {512, 4096}) {
-      const size_t cache = size_t(B) * nkv * ctx * d;
-      GpuBuffer<uint16_t> kc(cache), vc(cache), q(size_t(B) * nh * d), out(size_t(B) * nh * d);
-      NIBBLE_CUDA_CHECK(cudaMemset(kc.get(), 0x2C, cache * 2));  // 0x2C2C: about 0.07
-      NIBBLE_CUDA_CHECK(cudaMemset(vc.get(), 0x3C, cache * 2));
-      NIBBLE_CUDA_CHECK(cudaMemset(q.get(), 0x3C, size_t(B) * nh * d * 2));
-      std::vector<int32_t> slot(static_cast<size_t>(B)), pos(size_t(B), ctx - 1);
-      for (int b = 0; b < B; ++b) slot[size_t(b)] = b;
-      GpuBuffer<int32_t> ds(slot), dp(pos);
-      GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(B, nh, d, ctx));
-      out.poison();
-      const double us = mean_us([&] {
-        ops::attention_decode(q.get(), B, ds.get(), dp.get(), ctx - 1, kc.get(), vc.get(), ctx, nh, nkv, d, out.get(),
-                              ws.get(), nullptr);
-      });
-      std::printf("attention_decode B=%d ctx=%d heads 32/8/128: %.1f us, K+V read at %.0f GB/s\n", B, ctx, us,
-                  2.0 * cache * 2 / (us * 1e3));
-      expect_finite(out.host());
-    }
+  for (const ops::KvType type : {ops::KvType::fp16, ops::KvType::e4m3})
+    for (int B : {1, 16, 64})
+      for (int ctx : {512, 4096}) {
+        ConstKv kv(type, size_t(B) * nkv * ctx, d, ctx);
+        GpuBuffer<uint16_t> q(size_t(B) * nh * d), out(size_t(B) * nh * d);
+        NIBBLE_CUDA_CHECK(cudaMemset(q.get(), 0x3C, size_t(B) * nh * d * 2));
+        std::vector<int32_t> slot(static_cast<size_t>(B)), pos(size_t(B), ctx - 1);
+        for (int b = 0; b < B; ++b) slot[size_t(b)] = b;
+        GpuBuffer<int32_t> ds(slot), dp(pos);
+        GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(B, nh, d, ctx));
+        out.poison();
+        const double us = mean_us([&] {
+          ops::attention_decode(q.get(), B, ds.get(), dp.get(), ctx - 1, kv.cache, nh, nkv, d, out.get(), ws.get(),
+                                nullptr);
+        });
+        std::printf("attention_decode %s B=%d ctx=%d heads 32/8/128: %.1f us, K+V read at %.0f GB/s\n",
+                    type == ops::KvType::e4m3 ? "e4m3" : "fp16", B, ctx, us, double(kv.bytes) / (us * 1e3));
+        expect_finite(out.host());
+      }
 }
 
 TEST(OpsTimingSlow, AttentionPrefillLlama8B) {
   const int nh = 32, nkv = 8, d = 128;
-  for (int T : {512, 2048}) {
-    const size_t cache = size_t(nkv) * T * d;
-    GpuBuffer<uint16_t> kc(cache), vc(cache), q(size_t(T) * nh * d), out(size_t(T) * nh * d);
-    NIBBLE_CUDA_CHECK(cudaMemset(kc.get(), 0x2C, cache * 2));
-    NIBBLE_CUDA_CHECK(cudaMemset(vc.get(), 0x3C, cache * 2));
-    NIBBLE_CUDA_CHECK(cudaMemset(q.get(), 0x3C, size_t(T) * nh * d * 2));
-    out.poison();
-    const double us = mean_us(
-        [&] { ops::attention_prefill(q.get(), T, 0, 0, kc.get(), vc.get(), T, nh, nkv, d, out.get(), nullptr); });
-    const double flops = 4.0 * nh * d * (double(T) * (T + 1) / 2);  // QK^T and PV, causal half
-    std::printf("attention_prefill T=%d heads 32/8/128: %.1f us, %.1f TFLOP/s\n", T, us, flops / (us * 1e6));
-    expect_finite(out.host());
-  }
+  for (const ops::KvType type : {ops::KvType::fp16, ops::KvType::e4m3})
+    for (int T : {512, 2048}) {
+      ConstKv kv(type, size_t(nkv) * T, d, T);
+      GpuBuffer<uint16_t> q(size_t(T) * nh * d), out(size_t(T) * nh * d);
+      NIBBLE_CUDA_CHECK(cudaMemset(q.get(), 0x3C, size_t(T) * nh * d * 2));
+      out.poison();
+      const double us = mean_us([&] { ops::attention_prefill(q.get(), T, 0, 0, kv.cache, nh, nkv, d, out.get(), nullptr); });
+      const double flops = 4.0 * nh * d * (double(T) * (T + 1) / 2);  // QK^T and PV, causal half
+      std::printf("attention_prefill %s T=%d heads 32/8/128: %.1f us, %.1f TFLOP/s\n",
+                  type == ops::KvType::e4m3 ? "e4m3" : "fp16", T, us, flops / (us * 1e6));
+      expect_finite(out.host());
+    }
 }
 
 // Two logit shapes: a broad one (sin, ~a quarter of the vocabulary within 2 of the max: what

@@ -48,10 +48,12 @@ const TinyHf& tied_model() {
   return cached("tied", s);
 }
 
-std::unique_ptr<Model> load(const TinyHf& m, const std::string& weight_format, const std::string& act_format) {
+std::unique_ptr<Model> load(const TinyHf& m, const std::string& weight_format, const std::string& act_format,
+                            const std::string& kv_cache) {
   LoadOptions o;
   o.weight_format = weight_format;
   o.act_format = act_format;
+  o.kv_cache = kv_cache;
   return Model::load(m.dir(), o);
 }
 

@@ -16,6 +16,6 @@ const TinyHf& tied_model();    // tied embeddings: logits with large top-2 margi
 uint32_t model_seed();         // the seed the models were drawn with (printed on failure)
 
 std::unique_ptr<Model> load(const TinyHf& m, const std::string& weight_format = "",
-                            const std::string& act_format = "");
+                            const std::string& act_format = "", const std::string& kv_cache = "");
 
 }  // namespace nibble::cuda::test

@@ -26,6 +26,9 @@ TEST(RuntimeErrors, KvCacheTooLarge) {
   const ModelConfig& c = m->config();
   // 2 (K, V) x layers x slots x kv heads x positions x head_dim x 2 bytes
   EXPECT_EQ(Batch::kv_cache_bytes(c, 3, 100), size_t(2) * c.num_layers * 3 * c.num_kv_heads * 100 * c.head_dim * 2);
+  // E4M3: one byte per element and an FP32 scale per row
+  EXPECT_EQ(Batch::kv_cache_bytes(c, 3, 100, ops::KvType::e4m3),
+            size_t(2) * c.num_layers * 3 * c.num_kv_heads * 100 * (c.head_dim + 4));
   const int fits = Batch::max_batch_that_fits(dm, 512);
   EXPECT_GE(fits, 1);
   const std::string msg = message_of([&] { Batch b(dm, {fits + 100000, 512, true}); });
@@ -37,6 +40,15 @@ TEST(RuntimeErrors, ActivationFormatIsCpuOnly) {
   const auto m = load(llama_model(768), "nvfp4", "nvfp4");
   const std::string msg = message_of([&] { DeviceModel dm(*m); });
   EXPECT_NE(msg.find("activation format"), std::string::npos) << msg;
+}
+
+TEST(RuntimeErrors, KvFormatTheGpuDoesNotHold) {
+  const auto m = load(llama_model(768), "nvfp4", "", "int4-g128");  // the CPU Session takes it
+  const std::string msg = message_of([&] { DeviceModel dm(*m); });
+  EXPECT_NE(msg.find("KV-cache format 'int4-g128'"), std::string::npos) << msg;
+  EXPECT_NE(message_of([] { kv_type("fp8"); }).find("fp8-e4m3"), std::string::npos);
+  EXPECT_EQ(kv_type(""), ops::KvType::fp16);
+  EXPECT_EQ(kv_type("fp8-e4m3"), ops::KvType::e4m3);
 }
 
 TEST(RuntimeErrors, BadTokensSlotsAndContext) {

@@ -146,7 +146,8 @@ void rope(double* v, int d, int pos, const TinySpec& s) {
 
 }  // namespace
 
-std::vector<double> reference_forward(const TinySpec& s, const Tensors& t, const std::vector<int>& ids) {
+std::vector<double> reference_forward(const TinySpec& s, const Tensors& t, const std::vector<int>& ids,
+                                      const HeadQuant& kv) {
   const size_t T = ids.size(), H = size_t(s.hidden), d = size_t(s.head_dim);
   const size_t qd = size_t(s.heads) * d, kd = size_t(s.kv_heads) * d;
   const Vec emb = get(t, "model.embed_tokens.weight");
@@ -180,6 +181,8 @@ std::vector<double> reference_forward(const TinySpec& s, const Tensors& t, const
         }
         rope(k[i].data() + g * d, int(d), int(i), s);
       }
+      if (kv)
+        for (size_t g = 0; g < size_t(s.kv_heads); ++g) kv(k[i].data() + g * d, d), kv(v[i].data() + g * d, d);
     }
     for (size_t i = 0; i < T; ++i) {
       Vec att(qd, 0.0);

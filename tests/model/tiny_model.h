@@ -2,6 +2,7 @@
 // Tiny random Llama-family models written to a temp directory, and a float64 reference forward
 // pass written independently of src/model (plain loops, no caching, no batching tricks).
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -41,7 +42,12 @@ TinyModel make_tiny_model(const TinySpec& spec, std::mt19937& gen);
 // A fresh empty temp directory (removed by the caller).
 std::filesystem::path fresh_temp_dir(const std::string& tag);
 
-// Logits [T x vocab] for all positions of ids, in float64.
-std::vector<double> reference_forward(const TinySpec& s, const Tensors& t, const std::vector<int>& ids);
+// What the KV cache does to each K (after RoPE) and V head vector of n values, in place.
+using HeadQuant = std::function<void(double* head, size_t n)>;
+
+// Logits [T x vocab] for all positions of ids, in float64 (with kv: as a quantized KV cache sees
+// them).
+std::vector<double> reference_forward(const TinySpec& s, const Tensors& t, const std::vector<int>& ids,
+                                      const HeadQuant& kv = {});
 
 }  // namespace nibble::test

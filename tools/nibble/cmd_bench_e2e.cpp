@@ -40,6 +40,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::vector<std::string> models, formats;
+  std::vector<std::string> kv_caches{"fp16"};  // KV-cache formats, each a run of every batch size
   std::vector<int> batches{1, 4, 16, 64};
   int prompt = 512, steps = 32;
   int max_context = 0;  // KV-cache positions per slot (0: what the prompt and the steps need)
@@ -52,7 +53,7 @@ struct Options {
 
 // One (model, format, batch) result.
 struct Row {
-  std::string model, format;
+  std::string model, format, kv_cache;
   int batch = 0, context = 0;
   double load_s = 0, upload_s = 0, prefill_tps = 0, tps = 0, step_us = 0, floor_us = 0, reset_pct = 0, entropy_pct = 0,
          sampled_pct = 0;
@@ -220,7 +221,7 @@ void bench_batch(Batch& b, const Model& m, const std::vector<int32_t>& prompt, i
   r.reset_pct = 100.0 * (t[Mode::reset] - t[Mode::sampled]) / t[Mode::sampled];
   r.entropy_pct = 100.0 * (t[Mode::entropy] - greedy) / greedy;
   r.context = int(prompt.size()) + kWarmupSteps + kPasses * steps / 2;  // mean context of the timed steps
-  r.kv_bytes = double(Batch::kv_cache_bytes(m.config(), B, r.context));
+  r.kv_bytes = double(Batch::kv_cache_bytes(m.config(), B, r.context, kv_type(r.kv_cache)));
   if (profile) r.profile = profile_decode(b, tokens);
 }
 
@@ -238,25 +239,30 @@ void bench_format(const std::string& dir, const std::string& format, const Optio
     throw Error(fmt::format("bench e2e: --max-context {} is below the {} positions that --prompt {} and --steps {} need",
                             o.max_context, need, o.prompt, o.steps));
   const int ctx = o.max_context > 0 ? o.max_context : need;
-  Batch b(dm, {.max_batch = max_batch, .max_context = ctx, .cuda_graphs = true});
   const std::vector<int32_t> prompt = random_prompt(o.prompt, m->config().vocab_size, 42);
-  const double prefill_tps = o.prompt / time_prefill(b, prompt);
-  std::fprintf(stderr, "bench e2e: %s %s: load %.1f s, upload %.1f s, %.2f GB of weights, prefill %.0f tokens/s\n",
-               model_name(dir).c_str(), format.c_str(), load_s, upload_s, dm.weight_bytes() / 1e9, prefill_tps);
-  for (int B : o.batches) {
-    Row r;
-    r.model = model_name(dir), r.format = format, r.batch = B;
-    r.load_s = load_s;
-    r.upload_s = upload_s;
-    r.prefill_tps = prefill_tps;
-    r.weight_bytes = double(dm.weight_bytes());
-    bench_batch(b, *m, prompt, o.steps, o.profile, r);
-    r.floor_us = (r.weight_bytes + r.kv_bytes) / (copy_gbps * 1e3);
+  for (const std::string& kv : o.kv_caches) {
+    Batch b(dm, {.max_batch = max_batch, .max_context = ctx, .cuda_graphs = true, .kv = kv_type(kv)});
+    const double prefill_tps = o.prompt / time_prefill(b, prompt);
     std::fprintf(stderr,
-                 "bench e2e:   batch %d: %.1f tokens/s, %.0f us/step (floor %.0f us), top-p sampling %+.2f%%, "
-                 "ReSET %+.2f%% over it (entropy %+.2f%%)\n",
-                 B, r.tps, r.step_us, r.floor_us, r.sampled_pct, r.reset_pct, r.entropy_pct);
-    rows.push_back(r);
+                 "bench e2e: %s %s, KV cache %s: load %.1f s, upload %.1f s, %.2f GB of weights, prefill %.0f "
+                 "tokens/s\n",
+                 model_name(dir).c_str(), format.c_str(), kv.c_str(), load_s, upload_s, dm.weight_bytes() / 1e9,
+                 prefill_tps);
+    for (int B : o.batches) {
+      Row r;
+      r.model = model_name(dir), r.format = format, r.kv_cache = kv, r.batch = B;
+      r.load_s = load_s;
+      r.upload_s = upload_s;
+      r.prefill_tps = prefill_tps;
+      r.weight_bytes = double(dm.weight_bytes());
+      bench_batch(b, *m, prompt, o.steps, o.profile, r);
+      r.floor_us = (r.weight_bytes + r.kv_bytes) / (copy_gbps * 1e3);
+      std::fprintf(stderr,
+                   "bench e2e:   batch %d: %.1f tokens/s, %.0f us/step (floor %.0f us), top-p sampling %+.2f%%, "
+                   "ReSET %+.2f%% over it (entropy %+.2f%%)\n",
+                   B, r.tps, r.step_us, r.floor_us, r.sampled_pct, r.reset_pct, r.entropy_pct);
+      rows.push_back(r);
+    }
   }
 }
 
@@ -268,9 +274,9 @@ std::string profile_markdown(const std::vector<Row>& rows) {
     double total = 0;
     for (const OpTime& t : r.profile) total += t.us;
     md += fmt::format(
-        "\n## Profile: {} {} batch {} (one step op by op, no graph: {:.0f} us; the graph step: {:.0f} us)\n\n"
+        "\n## Profile: {} {} KV {} batch {} (one step op by op, no graph: {:.0f} us; the graph step: {:.0f} us)\n\n"
         "| op | calls | us | % |\n|---|---|---|---|\n",
-        r.model, r.format, r.batch, total, r.step_us);
+        r.model, r.format, r.kv_cache, r.batch, total, r.step_us);
     for (const OpTime& t : r.profile)
       md += fmt::format("| {} | {} | {:.1f} | {:.1f} |\n", t.op, t.calls, t.us, 100.0 * t.us / total);
   }
@@ -288,29 +294,29 @@ void write_results(const std::vector<Row>& rows, const DeviceInfo& dev, double c
       "(cudaMemcpy D2D, read + write).\nPrefill: {} random tokens into one slot. Decode: {} CUDA-graph steps per "
       "pass after {} warm-up steps, greedy sampling on the device; tokens/s = batch / step time. floor: (weight bytes "
       "+ KV-cache bytes read at the mean context) / copy bandwidth; %floor = floor / step time; xfp16: over the FP16 "
-      "path of the same model at the same batch (same run); top-p %: extra time of a step sampled on the device at "
+      "path of the same model at the same batch and KV cache (same run); top-p %: extra time of a step sampled on the device at "
       "temperature {}, top-p {} over a greedy step; ReSET %: extra time of a ReSET step (device entropies, the "
       "rule applied on the device from each host controller's threshold, then temperature + top-p on the device; "
       "the controllers updated with the entropies and tokens that come back) over that top-p step, i.e. what "
       "ReSET adds to the sampler "
       "it replaces (paper 002's measure); entropy %: the device entropies alone over greedy. Weights are random "
       "where the model says so (`nibble init-random`). Command: `nibble bench e2e`.\n\n"
-      "| model | format | batch | prefill tok/s | decode tok/s | step us | floor us | %floor | xfp16 | top-p % | ReSET % | "
-      "entropy % |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+      "| model | format | KV cache | batch | prefill tok/s | decode tok/s | step us | floor us | %floor | xfp16 | top-p % | "
+      "ReSET % | entropy % |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       date, dev.name, dev.sm_count, copy_gbps, o.prompt, o.steps, kWarmupSteps, kBaselineTemperature,
       ResetParams{}.top_p);
   for (const Row& r : rows) {
     const double pct = 100.0 * r.floor_us / r.step_us;
     const double speedup = r.fp16_tps > 0 ? r.tps / r.fp16_tps : 0.0;
-    j.push_back({{"format", r.format}, {"model", r.model}, {"batch", r.batch}, {"tokens_per_s", r.tps},
+    j.push_back({{"format", r.format}, {"model", r.model}, {"kv_cache", r.kv_cache}, {"batch", r.batch}, {"tokens_per_s", r.tps},
                  {"pct_of_floor", pct}, {"speedup_vs_fp16", speedup}, {"device", dev.name}, {"date", date},
                  {"prefill_tokens_per_s", r.prefill_tps}, {"step_us", r.step_us}, {"floor_us", r.floor_us},
                  {"reset_pct_over_topp_step", r.reset_pct}, {"topp_sampling_pct_of_step", r.sampled_pct}, {"entropy_pct_of_step", r.entropy_pct}, {"weight_bytes", r.weight_bytes}, {"kv_bytes", r.kv_bytes},
                  {"context", r.context}, {"copy_gbps", copy_gbps}, {"load_s", r.load_s}, {"upload_s", r.upload_s}, {"prompt", o.prompt},
                  {"steps", o.steps}});
     for (const OpTime& t : r.profile) j.back()["profile"].push_back({{"op", t.op}, {"calls", t.calls}, {"us", t.us}});
-    md += fmt::format("| {} | {} | {} | {:.0f} | {:.1f} | {:.0f} | {:.0f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
-                      r.model, r.format, r.batch, r.prefill_tps, r.tps, r.step_us, r.floor_us, pct, speedup,
+    md += fmt::format("| {} | {} | {} | {} | {:.0f} | {:.1f} | {:.0f} | {:.0f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                      r.model, r.format, r.kv_cache, r.batch, r.prefill_tps, r.tps, r.step_us, r.floor_us, pct, speedup,
                       r.sampled_pct, r.reset_pct, r.entropy_pct);
   }
   md += profile_markdown(rows);
@@ -336,6 +342,8 @@ void check_options(Options& o) {
   std::stable_partition(o.formats.begin(), o.formats.end(), [](const std::string& f) { return f == "fp16"; });
   for (int B : o.batches)
     if (B < 1) throw Error(fmt::format("bench e2e: --batches: {} is not a positive batch size", B));
+  if (o.kv_caches.empty()) throw Error("bench e2e: --kv-cache: give at least one KV-cache format");
+  for (const std::string& kv : o.kv_caches) kv_type(kv);  // the GPU's KV formats only
   if (o.prompt < 1 || o.steps < 1) throw Error("bench e2e: --prompt and --steps must be positive");
 }
 
@@ -352,7 +360,7 @@ void run_bench(Options o) {
   const auto start = Clock::now();
   std::vector<Row> rows;
   for (const std::string& dir : o.models) {
-    std::map<int, double> fp16_tps;
+    std::map<std::pair<std::string, int>, double> fp16_tps;  // (KV cache, batch)
     double longest = first_format_guess_s(dir);  // seconds of this model's slowest format so far
     for (const std::string& f : o.formats) {
       if (o.time_limit > 0 && seconds_since(start) + longest > o.time_limit) {
@@ -370,8 +378,9 @@ void run_bench(Options o) {
       }
       longest = std::max(longest, seconds_since(t0));
       for (size_t i = first; i < rows.size(); ++i) {
-        if (f == "fp16") fp16_tps[rows[i].batch] = rows[i].tps;
-        rows[i].fp16_tps = fp16_tps.count(rows[i].batch) ? fp16_tps[rows[i].batch] : 0.0;
+        const std::pair<std::string, int> key{rows[i].kv_cache, rows[i].batch};
+        if (f == "fp16") fp16_tps[key] = rows[i].tps;
+        rows[i].fp16_tps = fp16_tps.count(key) ? fp16_tps[key] : 0.0;
       }
       write_results(rows, dev, copy_gbps, o, false);
     }
@@ -390,6 +399,8 @@ static void setup_bench_e2e(CLI::App& app) {
   cmd->add_option("--prompt", opt->prompt, "prefill prompt length (default 512)");
   cmd->add_option("--batches", opt->batches, "decode batch sizes (default 1,4,16,64)")->delimiter(',');
   cmd->add_option("--steps", opt->steps, "timed decode steps per pass (default 32)");
+  cmd->add_option("--kv-cache", opt->kv_caches, "KV-cache formats to run every batch size with: fp16, fp8-e4m3 (default fp16)")
+      ->delimiter(',');
   cmd->add_option("--max-context", opt->max_context,
                   "KV-cache positions per slot, as a server would size it (default: what the prompt and the steps need)");
   cmd->add_flag("--no-stack", opt->no_stack, "run q/k/v and gate/up as separate GEMV launches (for comparison)");
@@ -407,7 +418,7 @@ NIBBLE_COMMAND(setup_bench_e2e);
 
 static void setup_bench_e2e(CLI::App& app) {
   nibble::cli::add_cuda_only_command(nibble::cli::bench_group(app), "e2e", "bench e2e", "Whole models on the GPU",
-                                     {"-m,--model", "--formats", "--prompt", "--batches", "--steps", "--time-limit", "--tuning", "--json", "--md"}, {"--quantize-lm-head"});
+                                     {"-m,--model", "--formats", "--kv-cache", "--prompt", "--batches", "--steps", "--time-limit", "--tuning", "--json", "--md"}, {"--quantize-lm-head"});
 }
 NIBBLE_COMMAND(setup_bench_e2e);
 

@@ -37,7 +37,7 @@ constexpr Row kRows[] = {
 };
 
 struct CompareFlags {
-  std::string model, device = "cpu";
+  std::string model, device = "cpu", kv_cache;
   int ctx = 0, max_windows = 0;
   bool json = false;
 };
@@ -72,8 +72,9 @@ void print_table(const nlohmann::json& out) {
                 fmt_ppl(r["wikitext2_ppl"]).c_str(), fmt_ppl(r["house_val_ppl"]).c_str(),
                 r["note"].get<std::string>().c_str());
   }
-  std::printf("\nctx %d, %d windows per text (%s, device %s)\n", out["ctx"].get<int>(), out["windows"].get<int>(),
-              out["model"].get<std::string>().c_str(), out["device"].get<std::string>().c_str());
+  std::printf("\nctx %d, %d windows per text (%s, device %s, KV cache %s)\n", out["ctx"].get<int>(),
+              out["windows"].get<int>(), out["model"].get<std::string>().c_str(),
+              out["device"].get<std::string>().c_str(), out["kv_cache"].get<std::string>().c_str());
 }
 
 void run_compare(const CompareFlags& f) {
@@ -85,7 +86,9 @@ void run_compare(const CompareFlags& f) {
   nibble::PerplexityOptions opt;
   opt.ctx = f.ctx;
   opt.max_windows = f.max_windows;
-  nlohmann::json out = {{"model", f.model}, {"device", f.device}, {"rows", nlohmann::json::array()}};
+  nlohmann::json out = {{"model", f.model}, {"device", f.device},
+                        {"kv_cache", f.kv_cache.empty() ? (f.device == "cuda" ? "fp16" : "fp32") : f.kv_cache},
+                        {"rows", nlohmann::json::array()}};
   nibble::cli::DeviceRuntime rt;
   for (const Row& row : kRows) {
     nlohmann::json r = {{"label", row.label}, {"weights", row.weights},
@@ -93,6 +96,7 @@ void run_compare(const CompareFlags& f) {
     nibble::LoadOptions o;
     o.weight_format = row.weights;
     o.act_format = row.acts;
+    o.kv_cache = f.kv_cache;
     std::unique_ptr<nibble::Model> m;
     try {
       rt = {};  // the previous row's device weights go before this row's model is loaded
@@ -139,6 +143,7 @@ void setup_compare(CLI::App& app) {
   cmd->add_option("--max-windows", f->max_windows, "evaluate only the first N windows of each text");
   cmd->add_flag("--json", f->json, "print JSON");
   nibble::cli::add_device_flag(cmd, f->device);
+  nibble::cli::add_kv_flag(cmd, f->kv_cache);
   cmd->callback([f] { run_compare(*f); });
 }
 

@@ -23,7 +23,7 @@
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt, tokenizer, weight_format, act_format, sampler = "default", bos = "auto";
+  std::string model, prompt, tokenizer, weight_format, act_format, kv_cache, sampler = "default", bos = "auto";
   std::string device = "cpu";
   int n = 128, ctx = 0;
   double temp = 0.8, top_p = 0.95, min_p = 0.0;
@@ -162,7 +162,10 @@ class CpuGenerator final : public Generator {
 class CudaGenerator final : public Generator {
  public:
   CudaGenerator(const nibble::Model& m, int ctx, const nibble::SamplerConfig& cfg, nibble::TokenTextFn text)
-      : cfg_(cfg), dm_(m, nibble::cuda::DeviceModelOptions{true}), batch_(dm_, {1, ctx, true}), rng_(cfg.seed) {
+      : cfg_(cfg),
+        dm_(m, nibble::cuda::DeviceModelOptions{true}),
+        batch_(dm_, {1, ctx, true, nibble::cuda::kv_type(m.options().kv_cache)}),
+        rng_(cfg.seed) {
     nibble::validate(cfg);
     if (cfg.kind == nibble::SamplerKind::Reset) reset_.emplace(cfg.reset, std::move(text));
   }
@@ -222,6 +225,7 @@ void run_generate(const GenerateArgs& a) {
   nibble::LoadOptions lo;
   lo.weight_format = a.weight_format;
   lo.act_format = a.act_format;
+  lo.kv_cache = a.kv_cache;
   lo.tokenizer = a.tokenizer;
   lo.progress = true;
   auto model = nibble::Model::load(a.model, lo);
@@ -309,6 +313,7 @@ void setup_generate(CLI::App& app) {
   cmd->add_option("--window", a->reset.window, "ReSET step-entropy window w")->capture_default_str();
   cmd->add_option("-f,--format", a->weight_format, "quantize the linear weights to this format");
   cmd->add_option("--act-format", a->act_format, "quantize activations online with this format");
+  nibble::cli::add_kv_flag(cmd, a->kv_cache);
   nibble::cli::add_device_flag(cmd, a->device);
   cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (default: beside the checkpoint)");
   cmd->add_option("--ctx", a->ctx, "context length (default: the model's maximum positions)");

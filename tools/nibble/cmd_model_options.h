@@ -15,9 +15,16 @@
 namespace nibble::cli {
 
 struct ModelFlags {
-  std::string model, format, act_format, sv;
+  std::string model, format, act_format, sv, kv_cache;
   int block = 0;
 };
+
+inline void add_kv_flag(CLI::App* cmd, std::string& kv_cache) {
+  cmd->add_option("--kv-cache", kv_cache,
+                  "quantize each K and V row as it enters the KV cache: any format on the CPU (e.g. fp8-e4m3, "
+                  "razer-fp4-g128, int4-g128: blocks of head_dim where the format's do not fit), fp16 or "
+                  "fp8-e4m3 on the GPU (default: unquantized: FP32 on the CPU, FP16 on the GPU)");
+}
 
 inline void add_quant_flags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("-f,--format", f.format, "quantize the weights on load to this format");
@@ -46,6 +53,7 @@ inline LoadOptions load_options(const ModelFlags& f) {
   LoadOptions o;
   o.weight_format = f.format;
   o.act_format = f.act_format;
+  o.kv_cache = f.kv_cache;
   o.quant.block = f.block;
   parse_sv(f.sv, o.quant);
   o.progress = true;

@@ -33,6 +33,7 @@ void run_ppl(const PplFlags& f) {
                         {"text", text.string()},
                         {"format", f.model.format.empty() ? "as stored" : f.model.format},
                         {"act_format", f.model.act_format.empty() ? "fp32" : f.model.act_format},
+                        {"kv_cache", f.model.kv_cache.empty() ? (f.device == "cuda" ? "fp16" : "fp32") : f.model.kv_cache},
                         {"device", f.device},
                         {"ctx", r.ctx},
                         {"windows", r.windows},
@@ -58,6 +59,7 @@ void setup_ppl(CLI::App& app) {
   auto* cmd = app.add_subcommand("ppl", "Perplexity of a model on a text (WikiText-2 by default)");
   cmd->add_option("-m,--model", f->model.model, "HF model directory or llama2.c .bin")->required();
   nibble::cli::add_quant_flags(cmd, f->model);
+  nibble::cli::add_kv_flag(cmd, f->model.kv_cache);
   nibble::cli::add_device_flag(cmd, f->device);
   cmd->add_option("--ctx", f->ctx, "window length (default: 2048, or half the model's maximum)");
   cmd->add_option("--text", f->text, "text file (default: wiki.test.gptq_join.txt)");

@@ -8,7 +8,8 @@
 //   - the residual stream x is FP32 [T, H]; what feeds a linear layer is FP16 (bits as uint16_t);
 //   - a step runs T tokens; token t belongs to KV-cache slot slot[t] and sits at position pos[t]
 //     (a prefill: one slot, consecutive positions; a batched decode: one token per slot);
-//   - the KV cache of one layer is FP16 [n_slots][nkv][max_ctx][d], K and V separately;
+//   - the KV cache of one layer (KvCache) is [n_slots][nkv][max_ctx][d] elements, K and V
+//     separately: FP16, or E4M3 codes with one FP32 scale per row of d;
 //   - RoPE follows the HF convention (element i pairs with i + d/2); cos_sin is FP32
 //     [max_ctx][d], per position d/2 cosines then d/2 sines (as the CPU Session builds it).
 #include <cuda_runtime_api.h>
@@ -17,6 +18,21 @@
 #include <cstdint>
 
 namespace nibble::cuda::ops {
+
+// The KV cache of one layer. e4m3: a row x of d values is stored as codes E4M3(x / s) with
+// s = amax(|x|) / 448 in FP32 (the registry's fp8-e4m3 format, bit for bit; s = 0 and codes 0
+// for an all-zero row) and read back as e4m3(code) * s.
+enum class KvType { fp16, e4m3 };
+struct KvCache {
+  KvType type = KvType::fp16;
+  void* k = nullptr;         // [n_slots][nkv][max_ctx][d]: FP16, or E4M3 codes
+  void* v = nullptr;
+  float* k_scale = nullptr;  // e4m3 only: [n_slots][nkv][max_ctx]
+  float* v_scale = nullptr;
+  int max_ctx = 0;
+};
+// Device bytes of one row of d values of K (or V), its scale included.
+size_t kv_row_bytes(KvType type, int d);
 
 // x[t, :] = float(table[ids[t], :]); table FP16 [V, H]. ids are checked on the host before.
 void embed(const uint16_t* table, const int32_t* ids, int T, int H, float* x, cudaStream_t stream);
@@ -45,20 +61,20 @@ void split_columns(const uint16_t* src, int T, int n0, int n1, int n2, uint16_t*
 
 // For each token t: optional per-head RMSNorm of q and k (Qwen3; q_norm / k_norm FP32 [d], null to
 // skip), RoPE at pos[t] on q (in place, FP16 [T, nh*d]) and k, then k and v (FP16 [T, nkv*d])
-// stored into the layer's cache at (slot[t], head, pos[t]). d must be even. slot/pos live on the
-// device, so the caller checks them; a token with pos outside [0, max_ctx) or slot < 0 is skipped.
+// stored into the layer's cache at (slot[t], head, pos[t]): k from its FP32 rotation (rounded to
+// fp16, or quantized to E4M3 with its row scale), v as given. d must be even (a multiple of 8 for
+// e4m3). slot/pos live on the device, so the caller checks them; a token with pos outside
+// [0, max_ctx) or slot < 0 is skipped.
 void qk_norm_rope_store(uint16_t* q, const uint16_t* k, const uint16_t* v, int T, int nh, int nkv, int d,
                         const float* q_norm, const float* k_norm, float eps, const float* cos_sin,
-                        const int32_t* slot, const int32_t* pos, uint16_t* k_cache, uint16_t* v_cache,
-                        int max_ctx, cudaStream_t stream);
+                        const int32_t* slot, const int32_t* pos, const KvCache& cache, cudaStream_t stream);
 
 // Causal attention of T queries of one sequence (a prefill chunk: slot `slot`, positions
 // pos0..pos0+T-1) over cache positions 0..pos0+T-1 (this chunk's keys already stored). Tiled over
 // queries and keys with an online softmax; GQA (nh a multiple of nkv). q, out FP16 [T, nh*d];
 // d in {64, 128}. Scale 1/sqrt(d). q, the caches and out must be 16-byte aligned.
-void attention_prefill(const uint16_t* q, int T, int slot, int pos0, const uint16_t* k_cache,
-                       const uint16_t* v_cache, int max_ctx, int nh, int nkv, int d, uint16_t* out,
-                       cudaStream_t stream);
+void attention_prefill(const uint16_t* q, int T, int slot, int pos0, const KvCache& cache, int nh, int nkv, int d,
+                       uint16_t* out, cudaStream_t stream);
 
 // Decode attention: B queries, query b of slot slot[b] at position pos[b] attends to cache
 // positions 0..pos[b] of its slot. Split-K flash-decoding: the keys are cut into chunks handled by
@@ -70,8 +86,8 @@ void attention_prefill(const uint16_t* q, int T, int slot, int pos0, const uint1
 // whose pos[b] is outside [0, max_pos_hint] (or slot[b] < 0) gets NaN outputs.
 size_t attention_decode_workspace_bytes(int B, int nh, int d, int max_ctx);
 void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32_t* pos, int max_pos_hint,
-                      const uint16_t* k_cache, const uint16_t* v_cache, int max_ctx, int nh, int nkv, int d,
-                      uint16_t* out, void* workspace, cudaStream_t stream);
+                      const KvCache& cache, int nh, int nkv, int d, uint16_t* out, void* workspace,
+                      cudaStream_t stream);
 
 // y = float(x) for n FP16 values (a quantized output layer's FP16 logits to FP32).
 void half_to_float(const uint16_t* x, int64_t n, float* y, cudaStream_t stream);

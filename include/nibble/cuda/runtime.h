@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "nibble/cuda/ops.h"
 #include "nibble/format.h"
 #include "nibble/model.h"
 #include "nibble/sampler.h"
@@ -58,10 +59,15 @@ class DeviceModel {
   std::unique_ptr<Impl> p_;
 };
 
+// The device KV cache of a LoadOptions::kv_cache name: "" or "fp16" -> FP16, "fp8-e4m3" -> E4M3
+// codes with FP32 row scales. Throws nibble::Error for the formats the CPU alone holds.
+ops::KvType kv_type(const std::string& kv_cache);
+
 struct BatchOptions {
   int max_batch = 1;        // sequences (KV-cache slots)
   int max_context = 0;      // tokens per slot; 0: the model's max positions
   bool cuda_graphs = true;  // capture decode steps as CUDA graphs
+  ops::KvType kv = ops::KvType::fp16;  // the KV cache's element type (kv_type(LoadOptions::kv_cache))
 };
 
 // What to do with a decode step's logits on the device.
@@ -93,17 +99,18 @@ struct OpTime {
 
 class Batch {
  public:
-  // Allocates the KV cache (FP16) and scratch for max_batch x max_context. Throws nibble::Error
-  // saying how many bytes it needs and how many are free when it does not fit.
+  // Allocates the KV cache (FP16 or E4M3: opt.kv) and scratch for max_batch x max_context. Throws
+  // nibble::Error saying how many bytes it needs and how many are free when it does not fit.
   Batch(const DeviceModel& dm, const BatchOptions& opt);
   ~Batch();
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
 
   // KV-cache bytes for a batch of this shape.
-  static size_t kv_cache_bytes(const ModelConfig& c, int max_batch, int max_context);
+  static size_t kv_cache_bytes(const ModelConfig& c, int max_batch, int max_context,
+                               ops::KvType type = ops::KvType::fp16);
   // The largest max_batch whose cache fits in the free device memory (keeping a margin).
-  static int max_batch_that_fits(const DeviceModel& dm, int max_context);
+  static int max_batch_that_fits(const DeviceModel& dm, int max_context, ops::KvType kv = ops::KvType::fp16);
 
   // Appends tokens to one slot (a prefill, chunked internally); FP32 logits on the host for the
   // last token, or for every token when all_logits. Checks ids and context like Session::forward.
@@ -145,7 +152,7 @@ class Batch {
 };
 
 // A nibble::Sequence on one slot of its own Batch (for `--device cuda` in ppl / generate /
-// compare).
+// compare), with the KV cache the model was loaded for (LoadOptions::kv_cache).
 std::unique_ptr<Sequence> make_sequence(const DeviceModel& dm, int max_context);
 
 }  // namespace nibble::cuda

@@ -117,13 +117,14 @@ void linear_cpu(const float* x, int64_t M, const PackedTensor& w, float* y) {
   if (error) std::rethrow_exception(error);
 }
 
-void fake_quantize_rows(const FormatInfo& fmt, float* x, int64_t M, int64_t K) {
+void fake_quantize_rows(const FormatInfo& fmt, float* x, int64_t M, int64_t K, int block, std::string_view what) {
   std::exception_ptr error;
 #pragma omp parallel for schedule(static) if (M > 1 && M * K >= (1 << 14))
   for (int64_t m = 0; m < M; ++m) {
     try {
       QuantOptions opt;
-      opt.name = "activation row";
+      opt.block = block;
+      opt.name = what;
       PackedTensor p = fmt.quantize(x + m * K, 1, K, opt);
       fmt.dequantize_rows(p, 0, 1, x + m * K);
     } catch (...) {

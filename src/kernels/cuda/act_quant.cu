@@ -9,6 +9,7 @@
 #include <string>
 
 #include "decode.cuh"
+#include "e4m3.cuh"
 #include "gemm_kernels.cuh"
 #include "nibble/cuda/check.h"
 #include "nibble/cuda/gemm.h"
@@ -21,28 +22,6 @@ namespace {
 constexpr int kBlock = 16;
 constexpr int kThreads = 256;
 constexpr int kMaxK = kThreads * 16 * kBlock;  // a row's blocks in registers, at most 16 per thread
-
-// Nearest E4M3 code of a >= 0, ties to even, saturating at 0x7E (448): the CPU's minifloat_code.
-__device__ uint32_t e4m3_code(double a) {
-  constexpr int emin = -6;
-  const uint64_t bits = uint64_t(__double_as_longlong(a));
-  const int e = int(bits >> 52) - 1023;
-  uint32_t code;
-  if (e < emin) {
-    code = uint32_t(rint(a * 512.0));  // subnormal: a / 2^-9
-  } else {
-    const uint64_t mant = bits & ((uint64_t(1) << 52) - 1), half = uint64_t(1) << 48;
-    code = (uint32_t(e - emin + 1) << 3) | uint32_t(mant >> 49);
-    const uint64_t rem = mant & ((uint64_t(1) << 49) - 1);
-    code += (rem > half || (rem == half && (code & 1))) ? 1u : 0u;
-  }
-  return code > 0x7Eu ? 0x7Eu : code;
-}
-
-__device__ float e4m3_value(uint32_t c) {
-  const int e = (c >> 3) & 0xF, m = c & 7;
-  return e == 0 ? ldexpf(m / 8.0f, -6) : ldexpf(1.0f + m / 8.0f, e - 7);
-}
 
 // RaZeR element rule: nearest of the FP4 levels (ties to the smaller magnitude, zero is code 0)
 // and sv (code 8); returns the code and its value.
@@ -104,8 +83,8 @@ __device__ void quantize_block(const uint4 (&raw)[2], float gs, float sv_mag, __
   float bmax = 0;
 #pragma unroll
   for (int i = 0; i < kBlock; ++i) xb[i] = __half2float(hin[i]), bmax = fmaxf(bmax, fabsf(xb[i]));
-  const uint32_t sc = e4m3_code(double(bmax) / (double(gs) * 6.0));
-  const float s = e4m3_value(sc);
+  const uint32_t sc = detail::e4m3_code(double(bmax) / (double(gs) * 6.0));
+  const float s = detail::e4m3_value(sc);
   const double step = double(gs) * double(s);
   if constexpr (kRazer) {
     float minus[kBlock];

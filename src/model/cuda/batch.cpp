@@ -44,6 +44,20 @@ int resolve_context(const ModelConfig& c, int max_context) {
   return ctx;
 }
 
+// One layer's KV cache: K then V codes, then (E4M3) the K and V scales, each region 16-byte
+// aligned.
+struct KvLayout {
+  size_t codes = 0, scales = 0;  // bytes of one region of each
+  size_t layer() const { return 2 * (codes + scales); }
+};
+size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+KvLayout kv_layout(const ModelConfig& c, int max_batch, int max_context, ops::KvType type) {
+  const size_t rows = size_t(max_batch) * size_t(c.num_kv_heads) * size_t(max_context);
+  const size_t row_bytes = ops::kv_row_bytes(type, c.head_dim);
+  if (type == ops::KvType::fp16) return {round16(rows * row_bytes), 0};
+  return {round16(rows * size_t(c.head_dim)), round16(rows * (row_bytes - size_t(c.head_dim)))};
+}
+
 // Columns of the widest stacked output (q/k/v or gate/up run as one FP16 matrix).
 size_t stack_width(const ModelConfig& c) {
   const size_t qkv = size_t(c.num_heads + 2 * c.num_kv_heads) * size_t(c.head_dim);
@@ -61,39 +75,48 @@ size_t scratch_bytes(const DeviceModel::Impl& m, int rows) {
   return size_t(rows) * per_row;
 }
 
-size_t Batch::kv_cache_bytes(const ModelConfig& c, int max_batch, int max_context) {
-  return 2 * size_t(c.num_layers) * size_t(max_batch) * size_t(c.num_kv_heads) * size_t(max_context) *
-         size_t(c.head_dim) * sizeof(uint16_t);
+ops::KvType kv_type(const std::string& kv_cache) {
+  if (kv_cache.empty() || kv_cache == "fp16") return ops::KvType::fp16;
+  if (kv_cache == "fp8-e4m3") return ops::KvType::e4m3;
+  throw Error(fmt::format("--device cuda: KV-cache format '{}' is not held on the GPU (fp16 or fp8-e4m3; the CPU "
+                          "takes any format: --device cpu)",
+                          kv_cache));
 }
 
-int Batch::max_batch_that_fits(const DeviceModel& dm, int max_context) {
+size_t Batch::kv_cache_bytes(const ModelConfig& c, int max_batch, int max_context, ops::KvType type) {
+  return size_t(c.num_layers) * kv_layout(c, max_batch, max_context, type).layer();
+}
+
+int Batch::max_batch_that_fits(const DeviceModel& dm, int max_context, ops::KvType kv) {
   const DeviceModel::Impl& m = dm.impl();
   const int ctx = resolve_context(*m.cfg, max_context);
   const size_t free = free_device_bytes();
   const size_t fixed = kMemoryMargin + scratch_bytes(m, kPrefillChunk) + size_t(ctx) * m.cfg->head_dim * 4;
   if (free <= fixed) return 0;
-  const size_t per_slot = kv_cache_bytes(*m.cfg, 1, ctx) + scratch_bytes(m, 1);
+  const size_t per_slot = kv_cache_bytes(*m.cfg, 1, ctx, kv) + scratch_bytes(m, 1);
   return int(std::min<size_t>((free - fixed) / per_slot, 1 << 20));
 }
 
 Batch::Impl::Impl(const DeviceModel::Impl& dm, const BatchOptions& opt)
     : m(dm), c(*dm.cfg), max_batch(opt.max_batch), max_ctx(resolve_context(*dm.cfg, opt.max_context)),
-      max_rows(std::max(kPrefillChunk, opt.max_batch)), use_graphs(opt.cuda_graphs) {
+      max_rows(std::max(kPrefillChunk, opt.max_batch)), use_graphs(opt.cuda_graphs), kv_type(opt.kv) {
   if (max_batch < 1) throw Error(fmt::format("Batch: max_batch must be at least 1, got {}", max_batch));
   const int H = c.hidden_size, I = c.intermediate_size, d = c.head_dim;
   const size_t qd = size_t(c.num_heads) * d, kd = size_t(c.num_kv_heads) * d, V = size_t(m.vocab);
   const size_t rows = size_t(max_rows);
-  const size_t cache = kv_cache_bytes(c, max_batch, max_ctx);
+  const size_t cache = kv_cache_bytes(c, max_batch, max_ctx, kv_type);
   const size_t attn = ops::attention_decode_workspace_bytes(max_batch, c.num_heads, d, max_ctx);
   const size_t samp = std::max(ops::sample_workspace_bytes(max_batch, int(V)), ops::entropy_workspace_bytes(max_batch, int(V)));
   const size_t need = cache + scratch_bytes(m, max_rows) + attn + samp + size_t(max_ctx) * d * 4;
   const size_t free = free_device_bytes();
   if (need + kMemoryMargin > free)
     throw Error(fmt::format("--device cuda: a batch of {} sequences x {} tokens needs {} bytes on the GPU "
-                            "({} for the FP16 KV cache, the rest scratch) plus a {} MiB margin, but only {} bytes "
-                            "are free; lower the batch size or the context",
-                            max_batch, max_ctx, need, cache, kMemoryMargin / kMiB, free));
-  kv = DeviceBuffer<uint16_t>(cache / sizeof(uint16_t));
+                            "({} for the {} KV cache, the rest scratch) plus a {} MiB margin, but only {} bytes "
+                            "are free; lower the batch size or the context{}",
+                            max_batch, max_ctx, need, cache, kv_type == ops::KvType::e4m3 ? "E4M3" : "FP16",
+                            kMemoryMargin / kMiB, free,
+                            kv_type == ops::KvType::fp16 ? " (--kv-cache fp8-e4m3 halves the cache)" : ""));
+  kv = DeviceBuffer<uint8_t>(cache);
   rope = DeviceBuffer<float>(rope_table(c, max_ctx));
   x = DeviceBuffer<float>(rows * H);
   xn = DeviceBuffer<uint16_t>(rows * H);
@@ -134,13 +157,15 @@ Batch::Impl::~Impl() {
   if (stream) cudaStreamDestroy(stream);
 }
 
-uint16_t* Batch::Impl::k_cache(int layer) const {
-  const size_t per = size_t(max_batch) * c.num_kv_heads * size_t(max_ctx) * c.head_dim;
-  return kv.get() + 2 * size_t(layer) * per;
-}
-uint16_t* Batch::Impl::v_cache(int layer) const {
-  const size_t per = size_t(max_batch) * c.num_kv_heads * size_t(max_ctx) * c.head_dim;
-  return kv.get() + (2 * size_t(layer) + 1) * per;
+ops::KvCache Batch::Impl::kv_cache(int layer) const {
+  const KvLayout l = kv_layout(c, max_batch, max_ctx, kv_type);
+  uint8_t* base = kv.get() + size_t(layer) * l.layer();
+  ops::KvCache cache{kv_type, base, base + l.codes, nullptr, nullptr, max_ctx};
+  if (kv_type == ops::KvType::e4m3) {
+    cache.k_scale = reinterpret_cast<float*>(base + 2 * l.codes);
+    cache.v_scale = reinterpret_cast<float*>(base + 2 * l.codes + l.scales);
+  }
+  return cache;
 }
 
 void Batch::Impl::check_slot(int s, const char* what) const {

@@ -17,17 +17,14 @@ void Batch::Impl::forward(int T, bool decode, int prefill_slot, int pos0, int n_
     const DeviceLayer& L = m.layers[l];
     L.run_qkv(xn.get(), T, q.get(), k.get(), v.get(), ex);
     mark("qkv");
-    uint16_t* kc = k_cache(int(l));
-    uint16_t* vc = v_cache(int(l));
+    const ops::KvCache kv = kv_cache(int(l));
     ops::qk_norm_rope_store(q.get(), k.get(), v.get(), T, nh, nkv, d, c.qk_norm ? L.q_norm.get() : nullptr,
-                            c.qk_norm ? L.k_norm.get() : nullptr, eps, rope.get(), slot, pos, kc, vc,
-                            max_ctx, stream);
+                            c.qk_norm ? L.k_norm.get() : nullptr, eps, rope.get(), slot, pos, kv, stream);
     mark("qk_norm_rope_store");
     if (decode)
-      ops::attention_decode(q.get(), T, slot, pos, attn_hint, kc, vc, max_ctx, nh, nkv, d, att.get(),
-                            attn_ws.get(), stream);
+      ops::attention_decode(q.get(), T, slot, pos, attn_hint, kv, nh, nkv, d, att.get(), attn_ws.get(), stream);
     else
-      ops::attention_prefill(q.get(), T, prefill_slot, pos0, kc, vc, max_ctx, nh, nkv, d, att.get(), stream);
+      ops::attention_prefill(q.get(), T, prefill_slot, pos0, kv, nh, nkv, d, att.get(), stream);
     mark("attention");
     L.o.run(att.get(), T, tmp.get(), ex);
     mark("o");

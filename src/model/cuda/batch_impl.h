@@ -1,5 +1,5 @@
 #pragma once
-// A Batch's state: the FP16 KV cache of every slot, the RoPE table, scratch activations for the
+// A Batch's state: the KV cache of every slot (FP16 or E4M3), the RoPE table, scratch activations for the
 // largest step, per-slot positions on the host, the decode graphs.
 #include <cuda_runtime_api.h>
 
@@ -33,7 +33,8 @@ struct Batch::Impl {
   cudaStream_t stream = nullptr;
   GemmWorkspace prefill_ws, decode_ws;  // decode_ws is captured in graphs: prefills never grow it
   CublasFp16 cublas;
-  DeviceBuffer<uint16_t> kv;            // per layer: K then V, each [max_batch][nkv][max_ctx][d]
+  ops::KvType kv_type;                  // the model's KV-cache format (LoadOptions::kv_cache)
+  DeviceBuffer<uint8_t> kv;             // per layer: K, V ([max_batch][nkv][max_ctx][d]), E4M3: scales
   DeviceBuffer<float> rope;             // [max_ctx][d]: d/2 cosines then d/2 sines per position
   DeviceBuffer<float> x;                // FP32 residual stream [rows, H]
   DeviceBuffer<uint16_t> xn, q, k, v, att, tmp, gate, up;
@@ -70,8 +71,7 @@ struct Batch::Impl {
     if (profiler) profiler->mark(op);
   }
 
-  uint16_t* k_cache(int layer) const;
-  uint16_t* v_cache(int layer) const;
+  ops::KvCache kv_cache(int layer) const;
   void check_slot(int s, const char* what) const;
   void check_tokens(std::span<const int32_t> tokens, const char* what) const;
   // Copies the per-row token ids, slots and positions of a step of n rows into ids / slot / pos

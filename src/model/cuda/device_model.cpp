@@ -15,6 +15,7 @@ namespace {
 
 void check_supported(const ModelWeights& w) {
   const ModelConfig& c = w.cfg;
+  kv_type(w.opts.kv_cache);  // throws for a KV-cache format the GPU does not hold
   if (w.act_format)
     throw Error(fmt::format("--device cuda: activation format '{}' is not supported on the GPU (fake-quantized "
                             "activations run on the CPU only; drop --act-format or use --device cpu)",

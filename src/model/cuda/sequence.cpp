@@ -1,4 +1,5 @@
-// make_sequence: a nibble::Sequence on slot 0 of its own Batch, for `--device cuda`.
+// make_sequence: a nibble::Sequence on slot 0 of its own Batch (with the model's KV-cache format),
+// for `--device cuda`.
 #include "nibble/cuda/runtime.h"
 
 namespace nibble::cuda {
@@ -6,7 +7,8 @@ namespace {
 
 class DeviceSequence final : public Sequence {
  public:
-  DeviceSequence(const DeviceModel& dm, int max_context) : batch_(dm, BatchOptions{1, max_context, true}) {}
+  DeviceSequence(const DeviceModel& dm, int max_context)
+      : batch_(dm, BatchOptions{1, max_context, true, kv_type(dm.model().options().kv_cache)}) {}
 
   std::vector<float> forward(std::span<const int32_t> tokens, bool all_logits) override {
     static constexpr int kSlot = 0;
