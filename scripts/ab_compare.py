@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Joins Markdown tables of `nibble bench kernels` / `nibble bench e2e` from alternating runs of two
+"""Joins Markdown tables of `nibble bench kernels` / `gemm` / `e2e` from alternating runs of two
 builds and prints one Markdown table: each row's times per run and the new/old speed ratio.
 
   scripts/ab_compare.py OLD1.md NEW1.md [OLD2.md NEW2.md ...]
@@ -7,7 +7,8 @@ builds and prints one Markdown table: each row's times per run and the new/old s
 import statistics
 import sys
 
-KEYS = ("model", "format", "variant", "proj", "K", "N", "M", "batch")
+KEYS = ("model", "format", "path", "KV cache", "variant", "proj", "K", "N", "M", "batch")
+DEFAULTS = {"KV cache": "fp16"}  # e2e tables from before the column: an FP16 cache
 
 
 def rows(path):
@@ -25,7 +26,7 @@ def rows(path):
         value = "us" if "us" in d else "decode tok/s"
         if value not in d:
             continue
-        out[tuple(d.get(k, "") for k in KEYS)] = (value, float(d[value]))
+        out[tuple(d.get(k, DEFAULTS.get(k, "")) for k in KEYS)] = (value, float(d[value]))
     return out
 
 
