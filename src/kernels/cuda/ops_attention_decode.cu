@@ -233,8 +233,6 @@ void launch_split(const DecodeArgs& a, dim3 grid, int hpc, cudaStream_t stream) 
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 size_t attention_decode_workspace_bytes(int B, int nh, int d, int max_ctx) {

@@ -150,7 +150,6 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const Prefi
 #pragma unroll
       for (int c = 0; c < D / 64; ++c)
         vj[c] = __half22float2(*reinterpret_cast<const __half2*>(&sm.v[j][2 * lane + 64 * c]));
-#pragma unroll
       const float vscale = Kv::kScaled ? sm.vs[j] : 1.0f;
 #pragma unroll
       for (int i = 0; i < kRowsPerWarp; ++i) {
@@ -174,8 +173,6 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(const Prefi
           __floats2half2_rn(acc[i][2 * c] * inv, acc[i][2 * c + 1] * inv);
   }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

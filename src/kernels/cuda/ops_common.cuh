@@ -32,6 +32,8 @@ inline void require_ptr(const void* p, const char* fn, const char* name) {
   require(p != nullptr, fn, std::string(name) + " is null");
 }
 
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 inline void check_launch(const char* fn) {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)

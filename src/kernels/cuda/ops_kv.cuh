@@ -45,8 +45,7 @@ __device__ __forceinline__ KvHead kv_head(const KvCache& c, int d, int64_t row0)
 inline void require_kv(const KvCache& c, const char* fn) {
   require(c.max_ctx > 0, fn, "KV cache max_ctx=" + std::to_string(c.max_ctx) + " must be positive");
   require_ptr(c.k, fn, "k_cache"), require_ptr(c.v, fn, "v_cache");
-  require(reinterpret_cast<uintptr_t>(c.k) % 16 == 0 && reinterpret_cast<uintptr_t>(c.v) % 16 == 0, fn,
-          "k_cache and v_cache must be 16-byte aligned");
+  require(aligned16(c.k) && aligned16(c.v), fn, "k_cache and v_cache must be 16-byte aligned");
   if (c.type == KvType::e4m3) require_ptr(c.k_scale, fn, "k_scale"), require_ptr(c.v_scale, fn, "v_scale");
 }
 
