@@ -6,8 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gpu_buffer.h"
@@ -53,20 +58,15 @@ Weight make_weight(const std::string& format, int N, int K, uint64_t seed, std::
   return {format, upload_gemm(t, format), dequantize(t), N, K};
 }
 
-void run_wgmma(const Weight& w, const uint16_t* x, int M, uint16_t* y, GemmWorkspace& ws, int split, int block_m,
+void run_wgmma(const Weight& w, const uint16_t* x, int M, uint16_t* y, GemmWorkspace& ws, int split,
                const float* row_scale) {
   if (w.format == "nestedfp") {
     wg::nestedfp16(x, M, static_cast<const uint8_t*>(w.dw.codes), static_cast<const uint8_t*>(w.dw.meta), w.N, w.K, y,
-                   ws, split, nullptr);  // its tile height follows M: no block_m
+                   ws, split, nullptr);
   } else {
     wg::w4a16(x, M, static_cast<const uint32_t*>(w.dw.codes), static_cast<const uint32_t*>(w.dw.meta), w.dw.block,
-              tc::w4_decode(w.format), w.N, w.K, w.dw.global_scale, y, ws, split, nullptr, row_scale, block_m);
+              tc::w4_decode(w.format), w.N, w.K, w.dw.global_scale, y, ws, split, nullptr, row_scale);
   }
-}
-
-// The tile heights to test a format at: the W4 kernels take 128 or 256 rows; nestedfp's follows M.
-std::vector<int> block_ms_of(const std::string& format) {
-  return format == "nestedfp" ? std::vector<int>{0} : std::vector<int>{128, 256};
 }
 
 void run_mma_sync(const Weight& w, const uint16_t* x, int M, uint16_t* y, GemmWorkspace& ws, const float* row_scale) {
@@ -86,14 +86,14 @@ class GemmWgmma : public ::testing::TestWithParam<const char*> {
   }
 };
 
-// For each M: both tile heights, default and forced split-K, all against float64 and the mma.sync
-// kernel. W4A4's per-row scale (epilogue) is exercised on every other M.
+// For each M (64-, 128- and 256-token tiles): default and forced split-K, all against float64 and
+// the mma.sync kernel. W4A4's per-row scale (epilogue) is exercised on every other M.
 TEST_P(GemmWgmma, MatchesFloat64AndTheMmaSyncKernel) {
   const std::string format = GetParam();
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE(format + " seed " + std::to_string(seed));
   std::mt19937_64 g(seed);
-  // the first shape: N not a multiple of the 128-column tile, K of 6 k-tiles
+  // the first shape: N not a multiple of the 128-row weight tile, K of 6 k-tiles
   for (auto [N, K] : {std::pair{136, 384}, std::pair{264, 1024}}) {
     const Weight w = make_weight(format, N, K, seed, g);
     // nvfp4(-razer), mxfp4 and nestedfp weights times activations are exact products; the FP16-scale
@@ -116,16 +116,15 @@ TEST_P(GemmWgmma, MatchesFloat64AndTheMmaSyncKernel) {
       y_ref.poison();
       run_mma_sync(w, x.get(), M, y_ref.get(), ws, rsp);
       const std::vector<uint16_t> mma = y_ref.host();
-      for (int block_m : block_ms_of(format))
-        for (int split : {0, 1, 3}) {
-          SCOPED_TRACE("block_m " + std::to_string(block_m) + " split " + std::to_string(split));
-          y.poison();
-          run_wgmma(w, x.get(), M, y.get(), ws, split, block_m, rsp);
-          const std::vector<uint16_t> got = y.host();
-          std::string first;
-          EXPECT_EQ(count_bad(got, ref, rel, &first), 0) << first;
-          EXPECT_EQ(count_order_mismatch(got, mma, ref, &first), 0) << first;
-        }
+      for (int split : {0, 1, 3}) {
+        SCOPED_TRACE("split " + std::to_string(split));
+        y.poison();
+        run_wgmma(w, x.get(), M, y.get(), ws, split, rsp);
+        const std::vector<uint16_t> got = y.host();
+        std::string first;
+        EXPECT_EQ(count_bad(got, ref, rel, &first), 0) << first;
+        EXPECT_EQ(count_order_mismatch(got, mma, ref, &first), 0) << first;
+      }
     }
   }
 }
@@ -146,17 +145,14 @@ TEST(GemmWgmmaEdges, ZeroActivationsAndRowsPastM) {
   GemmWorkspace ws;
   for (const char* format : {"nvfp4", "nestedfp"}) {
     const Weight w = make_weight(format, N, K, seed, g);
-    for (int M : {40, 70, 200}) {  // the nestedfp kernel's 64-, 128- and 256-token tiles
+    for (int M : {40, 70, 200}) {  // the 64-, 128- and 256-token tiles
       GpuBuffer<uint16_t> x(std::vector<uint16_t>(size_t(M) * K, 0)), y(size_t(M + 2) * N);
-      for (int block_m : block_ms_of(format)) {
-        y.poison();
-        run_wgmma(w, x.get(), M, y.get(), ws, 1, block_m, nullptr);
-        const std::vector<uint16_t> out = y.host();
-        for (size_t i = 0; i < out.size(); ++i) {
-          const bool past_m = i >= size_t(M) * N;
-          ASSERT_EQ(out[i] & 0x7FFF, past_m ? 0x7FFF : 0)
-              << format << " M " << M << " index " << i << " block_m " << block_m;
-        }
+      y.poison();
+      run_wgmma(w, x.get(), M, y.get(), ws, 1, nullptr);
+      const std::vector<uint16_t> out = y.host();
+      for (size_t i = 0; i < out.size(); ++i) {
+        const bool past_m = i >= size_t(M) * N;
+        ASSERT_EQ(out[i] & 0x7FFF, past_m ? 0x7FFF : 0) << format << " M " << M << " index " << i;
       }
     }
   }
@@ -190,6 +186,48 @@ TEST(GemmWgmmaEdges, NestedIdentityGivesTheWeightBits) {
         bad += want != have && !((want & 0x7FFF) == 0 && (have & 0x7FFF) == 0);
       }
     EXPECT_EQ(bad, 0) << "outputs that are not the weight's bits";
+  }
+}
+
+// Diagnosis, not a check: the register-A W4A16 GEMM's time on the same weights with activations of
+// different kinds (normal random, W4A4's NVFP4-quantized ones, zeros), alternating. Opt-in.
+TEST(GemmWgmmaTiming, ActivationKinds) {
+  if (!wg::supported()) GTEST_SKIP() << "wgmma needs an sm_90 GPU";
+  if (!std::getenv("NIBBLE_W4A4_TIMING")) GTEST_SKIP() << "set NIBBLE_W4A4_TIMING=1 for the timing table";
+  std::mt19937_64 g(5);
+  GemmWorkspace ws;
+  for (auto [N, K, M] : {std::tuple{28672, 4096, 256}, std::tuple{4096, 4096, 2048}}) {
+    const PackedTensor t = random_packed("nvfp4", N, K, 3);
+    const GemmWeight w = upload_gemm(t, "nvfp4");
+    GpuBuffer<uint16_t> x(random_halves(size_t(M) * K, g, 1.0f)), xq(size_t(M) * K), zero(std::vector<uint16_t>(size_t(M) * K, 0)),
+        y(size_t(M) * N);
+    GpuBuffer<float> rs{size_t(M)};
+    quantize_rows_nvfp4(x.get(), M, K, "nvfp4", 0.0f, xq.get(), rs.get(), nullptr);
+    const auto run = [&](const uint16_t* a, const float* r) {
+      wg::w4a16(a, M, static_cast<const uint32_t*>(w.codes), static_cast<const uint32_t*>(w.meta), w.block,
+                tc::W4Decode::fp4, N, K, w.global_scale, y.get(), ws, 0, nullptr, r);
+    };
+    const std::pair<const char*, std::function<void()>> kinds[] = {
+        {"random", [&] { run(x.get(), nullptr); }},
+        {"random + row scale", [&] { run(x.get(), rs.get()); }},
+        {"nvfp4-quantized + row scale", [&] { run(xq.get(), rs.get()); }},
+        {"zeros", [&] { run(zero.get(), nullptr); }},
+    };
+    cudaEvent_t a, b;
+    ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
+    ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
+    for (int pass = 0; pass < 3; ++pass)
+      for (const auto& [name, f] : kinds) {
+        for (int i = 0; i < 3; ++i) f();
+        cudaEventRecord(a);
+        for (int i = 0; i < 20; ++i) f();
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        std::printf("N %d K %d M %d pass %d %-28s %8.1f us\n", N, K, M, pass, name, 1000.0 * ms / 20);
+      }
+    cudaEventDestroy(a), cudaEventDestroy(b);
   }
 }
 

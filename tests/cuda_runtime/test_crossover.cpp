@@ -36,7 +36,7 @@ TEST(Crossover, TableRoundTripAndDefaults) {
   EXPECT_EQ(crossover_for("nf4", 512, 256).dequant_from_m, 65);
   const Crossover d = crossover_for("nvfp4", 4096, 4096);  // no entry: the defaults
   EXPECT_EQ(d.gemm_from_m, 17);
-  EXPECT_EQ(d.dequant_from_m, 513);  // the H100 measurement (crossover.h)
+  EXPECT_EQ(d.dequant_from_m, 1025);  // the H100 measurement (crossover.h)
   EXPECT_GT(crossover_for("nestedfp", 4096, 4096).dequant_from_m, 1 << 20);  // no dequantize path
   set_crossover_table({});
   std::remove(path.c_str());

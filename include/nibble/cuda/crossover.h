@@ -18,10 +18,10 @@ namespace nibble::cuda {
 // M >= gemm_from_m, else the GEMV (in chunks of 16 rows above 16).
 struct Crossover {
   int gemm_from_m = 17;      // the GEMV's own limit is 16 rows
-  // H100, 2026-11-22, with the wgmma GEMM from 32 rows: 12 of the 20 (format, shape) entries of
-  // `nibble tune --crossover` on the Llama-3.1-8B linears (docs/perf/crossover-h100-2026-11-22-2.json)
-  // switch here, the k/v projections (N = 1024) at 257, down (K = 14336) at 513-1025
-  int dequant_from_m = 513;
+  // H100, 2026-11-27, with the register-A wgmma GEMM (docs/perf/gemm-2026-11-27.md): dequant +
+  // cuBLAS is faster from 1024 rows on the q/k/v shapes of razer-fp4-g128, int4-g128 and nf4, from
+  // 2048 on most others, never for nvfp4 (up to 2048 measured). (513 before: the smem-B kernel.)
+  int dequant_from_m = 1025;
 };
 
 struct CrossoverEntry {

@@ -15,11 +15,10 @@ namespace nibble::cuda::wg {
 // True when the current device runs sm_90a code (compute capability 9.0): wgmma exists there only.
 bool supported();
 
-// block_m: 128 or 256 rows of Y per CTA; 0 picks by shape.
+// Both are the register-A kernel (gemm_wgmma_rega.cuh): 64, 128 or 256 rows of Y per CTA by M.
 void w4a16(const uint16_t* x, int M, const uint32_t* codes, const uint32_t* meta, int group, tc::W4Decode decode,
            int N, int K, float alpha, uint16_t* y, GemmWorkspace& ws, int split_k, cudaStream_t stream,
-           const float* row_scale = nullptr, int block_m = 0);
-// The weights as wgmma's register A operand; 64, 128 or 256 rows of Y per CTA by M.
+           const float* row_scale = nullptr);
 void nestedfp16(const uint16_t* x, int M, const uint8_t* upper, const uint8_t* lower, int N, int K, uint16_t* y,
                 GemmWorkspace& ws, int split_k, cudaStream_t stream);
 

@@ -1,17 +1,14 @@
 #pragma once
-// Host side of the wgmma GEMMs: tile height by M (128 rows: the all-warps loop, 256: the
-// warp-specialized one), split-K up to one CTA per SM, the TMA descriptors, the split-K reduction,
-// error checks.
+// Host side of the wgmma GEMMs: split-K, the TMA descriptors, the launch with its split-K
+// reduction, error checks.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "gemm_launch.cuh"
-#include "gemm_wgmma_allwarps.cuh"
-#include "gemm_wgmma_specialized.cuh"
+#include "gemm_wgmma_core.cuh"
 #include "nibble/cuda/check.h"
 #include "nibble/error.h"
 
@@ -49,8 +46,8 @@ inline int auto_splits(int tiles, int k_tiles, int64_t mn, double ktile_us) {
   return best;
 }
 
-template <class C, class BOp, auto kernel>
-void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorkspace& ws, int split_k,
+template <class C, class WOp, auto kernel>
+void launch_cfg(const tc::Problem& p, const typename WOp::Params& bp, GemmWorkspace& ws, int split_k,
                 cudaStream_t stream) {
   const int k_tiles = int(p.a_row_bytes / kRowBytes);
   const int tiles = ((p.M + C::BM - 1) / C::BM) * ((p.N + C::BN - 1) / C::BN);
@@ -77,34 +74,6 @@ void launch_cfg(const tc::Problem& p, const typename BOp::Params& bp, GemmWorksp
   kernel<<<grid, C::THREADS, smem, stream>>>(g, map_a, bp, e);
   NIBBLE_CUDA_CHECK(cudaGetLastError());
   if (splits > 1) tc::splitk_reduce(e.partial, splits, p.M, p.N, p.row_scale, p.alpha, p.y, stream);
-}
-
-// block_m 0: 256-row tiles once M fills them, else 128; the environment variable NIBBLE_WGMMA_BM
-// (128 or 256) overrides that choice, for benchmarks.
-inline int default_block_m(int M) {
-  static const int forced = [] {
-    const char* e = std::getenv("NIBBLE_WGMMA_BM");
-    return e && *e ? std::atoi(e) : 0;
-  }();
-  return forced ? forced : M > 128 ? 256 : 128;
-}
-
-template <class BOp>
-void launch(const tc::Problem& p, const typename BOp::Params& bp, GemmWorkspace& ws, int split_k, int block_m,
-            cudaStream_t stream) {
-  if (block_m == 0) block_m = default_block_m(p.M);
-  if (block_m != 128 && block_m != 256)
-    throw Error("wgmma GEMM: block_m " + std::to_string(block_m) + " is not 0, 128 or 256 (NIBBLE_WGMMA_BM)");
-  if (block_m == 128) {
-    using C = AllWarpsCfg<128, 5, BOp>;
-    launch_cfg<C, BOp, wgmma_gemm_kernel_allwarps<C, BOp>>(p, bp, ws, split_k, stream);
-  } else if constexpr (BOp::kHeavyDecode) {  // the specialized loop was 3-15% slower for these
-    using C = AllWarpsCfg<256, 4, BOp>;
-    launch_cfg<C, BOp, wgmma_gemm_kernel_allwarps<C, BOp>>(p, bp, ws, split_k, stream);
-  } else {
-    using C = SpecializedCfg<256, BOp>;
-    launch_cfg<C, BOp, wgmma_gemm_kernel_specialized<C, BOp>>(p, bp, ws, split_k, stream);
-  }
 }
 
 }  // namespace nibble::cuda::wg
