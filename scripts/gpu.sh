@@ -122,7 +122,7 @@ part_gemm() {
   sed -n '/## Targets/,$p' "$OUT/gemm.out"
   if [ -n "${GEMM_NCU:-}" ]; then  # one profiled launch: GEMM_NCU="nestedfp 2048" (format, M)
     read -r fmt m <<<"$GEMM_NCU"
-    ncu -k regex:gemm_kernel --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy \
+    ncu -k 'regex:gemm_kernel|rega_kernel' --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy \
       --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
       "$BIN/nibble" bench gemm --shapes llama --formats "$fmt" --m "$m" >"$OUT/ncu.txt" 2>&1
     grep -E "Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Stall|Registers|Block Limit" "$OUT/ncu.txt" | head -40
