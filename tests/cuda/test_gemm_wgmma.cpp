@@ -8,17 +8,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <random>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "gpu_buffer.h"
 #include "kernels/cuda/gemm_kernels.cuh"
 #include "kernels/cuda/gemm_wgmma.cuh"
 #include "nibble/cuda/bench.h"
+#include "nibble/cuda/check.h"
 #include "nibble/cuda/gemm.h"
 #include "nibble/error.h"
 #include "nibble/format.h"
@@ -190,11 +189,14 @@ TEST(GemmWgmmaEdges, NestedIdentityGivesTheWeightBits) {
 }
 
 // Diagnosis, not a check: the register-A W4A16 GEMM's time on the same weights with activations of
-// different kinds (normal random, W4A4's NVFP4-quantized ones, zeros), alternating. Opt-in.
+// different kinds (normal random, W4A4's NVFP4-quantized ones, zeros), alternating; median us per
+// call of a CUDA-graph replay (time_rotated_us, as the bench times). Opt-in.
 TEST(GemmWgmmaTiming, ActivationKinds) {
   if (!wg::supported()) GTEST_SKIP() << "wgmma needs an sm_90 GPU";
   if (!std::getenv("NIBBLE_W4A4_TIMING")) GTEST_SKIP() << "set NIBBLE_W4A4_TIMING=1 for the timing table";
   std::mt19937_64 g(5);
+  cudaStream_t st;
+  NIBBLE_CUDA_CHECK(cudaStreamCreate(&st));
   GemmWorkspace ws;
   for (auto [N, K, M] : {std::tuple{28672, 4096, 256}, std::tuple{4096, 4096, 2048}}) {
     const PackedTensor t = random_packed("nvfp4", N, K, 3);
@@ -202,33 +204,28 @@ TEST(GemmWgmmaTiming, ActivationKinds) {
     GpuBuffer<uint16_t> x(random_halves(size_t(M) * K, g, 1.0f)), xq(size_t(M) * K), zero(std::vector<uint16_t>(size_t(M) * K, 0)),
         y(size_t(M) * N);
     GpuBuffer<float> rs{size_t(M)};
-    quantize_rows_nvfp4(x.get(), M, K, "nvfp4", 0.0f, xq.get(), rs.get(), nullptr);
-    const auto run = [&](const uint16_t* a, const float* r) {
-      wg::w4a16(a, M, static_cast<const uint32_t*>(w.codes), static_cast<const uint32_t*>(w.meta), w.block,
-                tc::W4Decode::fp4, N, K, w.global_scale, y.get(), ws, 0, nullptr, r);
+    quantize_rows_nvfp4(x.get(), M, K, "nvfp4", 0.0f, xq.get(), rs.get(), st);
+    struct Kind {
+      const char* name;
+      const uint16_t* x;
+      const float* row_scale;
     };
-    const std::pair<const char*, std::function<void()>> kinds[] = {
-        {"random", [&] { run(x.get(), nullptr); }},
-        {"random + row scale", [&] { run(x.get(), rs.get()); }},
-        {"nvfp4-quantized + row scale", [&] { run(xq.get(), rs.get()); }},
-        {"zeros", [&] { run(zero.get(), nullptr); }},
-    };
-    cudaEvent_t a, b;
-    ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
-    ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
+    const Kind kinds[] = {{"random", x.get(), nullptr},
+                          {"random + row scale", x.get(), rs.get()},
+                          {"nvfp4-quantized + row scale", xq.get(), rs.get()},
+                          {"zeros", zero.get(), nullptr}};
     for (int pass = 0; pass < 3; ++pass)
-      for (const auto& [name, f] : kinds) {
-        for (int i = 0; i < 3; ++i) f();
-        cudaEventRecord(a);
-        for (int i = 0; i < 20; ++i) f();
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        std::printf("N %d K %d M %d pass %d %-28s %8.1f us\n", N, K, M, pass, name, 1000.0 * ms / 20);
+      for (const Kind& k : kinds) {
+        const double us = time_rotated_us(
+            [&](int, cudaStream_t q) {
+              wg::w4a16(k.x, M, static_cast<const uint32_t*>(w.codes), static_cast<const uint32_t*>(w.meta), w.block,
+                        tc::W4Decode::fp4, N, K, w.global_scale, y.get(), ws, 0, q, k.row_scale);
+            },
+            1, st, 20, 5);
+        std::printf("N %d K %d M %d pass %d %-28s %8.1f us\n", N, K, M, pass, k.name, us);
       }
-    cudaEventDestroy(a), cudaEventDestroy(b);
   }
+  NIBBLE_CUDA_CHECK(cudaStreamDestroy(st));
 }
 
 TEST(GemmWgmmaEdges, RejectsUnsupportedShapes) {
