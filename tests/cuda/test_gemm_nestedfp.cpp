@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpu_buffer.h"
+#include "nibble/cuda/check.h"
 #include "nibble/cuda/cublas_fp16.h"
 #include "nibble/cuda/gemm.h"
 #include "nibble/error.h"
@@ -48,6 +49,62 @@ TEST(GemmNestedFp16, IdentityActivationsReturnTheExactWeights) {
       if (got != want && !zeros && bad++ < 3) ADD_FAILURE() << "w[" << n << "," << k << "] " << want << " got " << got;
     }
   EXPECT_EQ(bad, 0);
+}
+
+// Below 32 rows (the mma.sync kernel): 24 one-hot rows per call select weight columns exactly; eight
+// calls cover every k, so every position of the device K order is read back.
+TEST(GemmNestedFp16, OneHotRowsReturnTheExactWeightsOnTheSmallMKernel) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  const int N = 136, K = 192, M = 24;
+  const std::vector<float> w = nested_eligible_weights(N, K, g);
+  GemmWeight dw = upload_gemm(planes("nestedfp", w, N, K));
+  GemmWorkspace ws;
+  int bad = 0;
+  for (int round = 0; round < K / M; ++round) {
+    std::vector<uint16_t> onehot(size_t(M) * K, 0);
+    for (int m = 0; m < M; ++m) onehot[size_t(m) * K + round * M + m] = 0x3C00;
+    GpuBuffer<uint16_t> x(onehot), y(size_t(M) * N);
+    y.poison();
+    gemm(x.get(), M, dw, y.get(), ws, nullptr);
+    const std::vector<uint16_t> out = y.host();
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        const int k = round * M + m;
+        const uint16_t want = float_to_half(w[size_t(n) * K + k]), got = out[size_t(m) * N + n];
+        const bool zeros = (want & 0x7FFF) == 0 && (got & 0x7FFF) == 0;
+        if (got != want && !zeros && bad++ < 3) ADD_FAILURE() << "w[" << n << "," << k << "] " << want << " got " << got;
+      }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+// upload_gemm stores both planes in KOrder::nested: byte (n, k) at row n, nested_position(k), a
+// permutation of each 64-k block.
+TEST(GemmNestedFp16, UploadedPlanesAreInTheNestedKOrder) {
+  std::vector<bool> seen(64, false);
+  for (int k = 0; k < 64; ++k) {
+    const int64_t p = nested_position(k);
+    ASSERT_TRUE(p >= 0 && p < 64 && !seen[size_t(p)]) << "k " << k;
+    seen[size_t(p)] = true;
+  }
+  EXPECT_EQ(nested_position(64 * 5 + 9), 64 * 5 + nested_position(9));
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  const int N = 16, K = 256;
+  const PackedTensor t = planes("nestedfp", nested_eligible_weights(N, K, g), N, K);
+  GemmWeight dw = upload_gemm(t);
+  std::vector<uint8_t> up(t.qweight.size()), lo(t.aux.size());
+  NIBBLE_CUDA_CHECK(cudaMemcpy(up.data(), dw.codes, up.size(), cudaMemcpyDeviceToHost));
+  NIBBLE_CUDA_CHECK(cudaMemcpy(lo.data(), dw.meta, lo.size(), cudaMemcpyDeviceToHost));
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) {
+      const size_t src = size_t(n) * K + k, dst = size_t(n) * K + size_t(nested_position(k));
+      ASSERT_EQ(up[dst], t.qweight[src]) << "upper (" << n << ", " << k << ")";
+      ASSERT_EQ(lo[dst], t.aux[src]) << "lower (" << n << ", " << k << ")";
+    }
 }
 
 TEST(GemmNestedFp16, MatchesCublasAndFloat64OnTheReconstructedWeights) {
@@ -111,6 +168,39 @@ TEST(GemmNestedFp8, QuantizeRowsMatchesTheBruteForceEncoder) {
   }
 }
 
+// Both quantizers in KOrder::nested write exactly the natural-order codes, moved to nested_position.
+TEST(GemmNestedFp8, NestedOrderQuantizersPermuteTheNaturalCodes) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  for (int K : {64, 4096, 14336, 25600, 40000}) {  // the vector quantizer's 4, 8, 16 words per thread; two passes
+    SCOPED_TRACE("K " + std::to_string(K));
+    const int M = 5;
+    GpuBuffer<uint16_t> x(random_halves(size_t(M) * K, g, 1.0f));
+    GpuBuffer<uint8_t> nat(size_t(M) * K), a(size_t(M) * K), b(size_t(M) * K);
+    GpuBuffer<float> rs(M), rsa(M), rsb(M);
+    a.poison(), b.poison();
+    quantize_rows_e4m3(x.get(), M, K, nat.get(), rs.get(), nullptr);
+    quantize_rows_e4m3(x.get(), M, K, a.get(), rsa.get(), nullptr, KOrder::nested);
+    quantize_rows_e4m3_vec(x.get(), M, K, b.get(), rsb.get(), nullptr, KOrder::nested);
+    const std::vector<uint8_t> n8 = nat.host(), a8 = a.host(), b8 = b.host();
+    EXPECT_EQ(a8, b8);
+    EXPECT_EQ(rsa.host(), rs.host());
+    EXPECT_EQ(rsb.host(), rs.host());
+    int bad = 0;
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < K; ++k) {
+        const size_t i = size_t(m) * K, want = n8[i + size_t(k)], got = a8[i + size_t(nested_position(k))];
+        if (got != want && bad++ < 3) ADD_FAILURE() << "row " << m << " k " << k << ": " << got << " vs " << want;
+      }
+  }
+  GpuBuffer<uint16_t> x(size_t(4) * 96);
+  GpuBuffer<uint8_t> x8(size_t(4) * 96);
+  GpuBuffer<float> rs(4);
+  EXPECT_THROW(quantize_rows_e4m3(x.get(), 4, 96, x8.get(), rs.get(), nullptr, KOrder::nested), Error);  // K % 64
+  EXPECT_THROW(quantize_rows_e4m3_vec(x.get(), 4, 96, x8.get(), rs.get(), nullptr, KOrder::nested), Error);
+}
+
 TEST(GemmNestedFp8, E4M3GemmMatchesFloat64) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -157,13 +247,13 @@ TEST(GemmNestedFp8, GemmOnANestedfp8WeightEqualsItsTwoStages) {
   GemmWeight dw = upload_gemm(t);
   const std::vector<uint16_t> xh = random_halves(size_t(M) * K, g, 2.0f);
   GpuBuffer<uint16_t> x(xh), y(size_t(M) * N), y2(size_t(M) * N);
-  GpuBuffer<uint8_t> x8(size_t(M) * K), u(t.qweight);
+  GpuBuffer<uint8_t> x8(size_t(M) * K);
   GpuBuffer<float> rs(M);
   GemmWorkspace ws;
   y.poison();
   gemm(x.get(), M, dw, y.get(), ws, nullptr);
-  quantize_rows_e4m3(x.get(), M, K, x8.get(), rs.get(), nullptr);
-  gemm_e4m3(x8.get(), rs.get(), M, u.get(), N, K, y2.get(), ws, nullptr);
+  quantize_rows_e4m3(x.get(), M, K, x8.get(), rs.get(), nullptr, KOrder::nested);  // the order of dw's plane
+  gemm_e4m3(x8.get(), rs.get(), M, static_cast<const uint8_t*>(dw.codes), N, K, y2.get(), ws, nullptr);
   EXPECT_EQ(y.host(), y2.host());
   // And the quantized product stays close to the FP16 product (FP8 mode is lossy: loose bound).
   const std::vector<uint16_t> out = y.host();

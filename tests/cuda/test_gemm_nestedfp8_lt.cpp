@@ -266,7 +266,7 @@ TEST(GemmNestedFp8Lt, MatchesTheTwoStageDefinitionAndTheMmaPath) {
       {  // the FP32-exact mma.sync path (gemm() itself takes cuBLASLt from 64 rows)
         GpuBuffer<uint8_t> x8(size_t(M) * s.K);
         GpuBuffer<float> rs(static_cast<size_t>(M));
-        quantize_rows_e4m3(x.get(), M, s.K, x8.get(), rs.get(), nullptr);
+        quantize_rows_e4m3(x.get(), M, s.K, x8.get(), rs.get(), nullptr, KOrder::nested);  // w.codes' order
         gemm_e4m3(x8.get(), rs.get(), M, static_cast<const uint8_t*>(w.codes), s.N, s.K, y_mma.get(), ws, nullptr);
       }
       const std::vector<uint16_t> mma = y_mma.host();
@@ -367,7 +367,7 @@ void time_shape(const TimingShape& s, cudaStream_t st, CublasFp16& blas, GemmWor
     };
     const double lt_tuned = plain(lt), lt_top1 = plain(top1);
     const double mma = time_us([&](int c, cudaStream_t q) {  // the mma.sync e4m3 path (gemm() takes cuBLASLt here)
-      quantize_rows_e4m3(x.get(), M, s.K, x8.get(), rs.get(), q);
+      quantize_rows_e4m3(x.get(), M, s.K, x8.get(), rs.get(), q, KOrder::nested);
       gemm_e4m3(x8.get(), rs.get(), M, u8(c), s.N, s.K, y.get(), ws, q);
     }, copies8, st);
     auto ours = [&](CublasLtFp8& l, RowScale how) {
@@ -377,8 +377,8 @@ void time_shape(const TimingShape& s, cudaStream_t st, CublasFp16& blas, GemmWor
     const double ours_tuned = ours(lt, RowScale::kAuto), ours_top1 = ours(top1, RowScale::kAuto);
     const double sep = ours(lt, RowScale::kSeparatePass);
     const double gemm_only = time_us([&](int c, cudaStream_t q) { lt.gemm_row_scaled(x8.get(), rs.get(), u8(c), y.get(), M, s.N, s.K, ws, q); }, copies8, st);
-    const double q_old = time_us([&](int, cudaStream_t q) { quantize_rows_e4m3(x.get(), M, s.K, x8.get(), rs.get(), q); }, 1, st);
-    const double q_vec = time_us([&](int, cudaStream_t q) { quantize_rows_e4m3_vec(x.get(), M, s.K, x8.get(), rs.get(), q); }, 1, st);
+    const double q_old = time_us([&](int, cudaStream_t q) { quantize_rows_e4m3(x.get(), M, s.K, x8.get(), rs.get(), q, KOrder::nested); }, 1, st);
+    const double q_vec = time_us([&](int, cudaStream_t q) { quantize_rows_e4m3_vec(x.get(), M, s.K, x8.get(), rs.get(), q, KOrder::nested); }, 1, st);
     std::printf("| %-7s | %4d | %7.1f | %7.1f | %7.1f | %7.1f | %7.1f | %7.1f | %7.1f | %7.1f | %5.1f | %5.1f | %s | %5.2fx | %5.2fx | %5.2fx |\n",
                 s.proj, M, fp16, lt_tuned, lt_top1, mma, ours_tuned, ours_top1, sep, gemm_only, q_old, q_vec,
                 epi ? "epilogue" : "sep.pass", fp16 / ours_tuned, lt_tuned / ours_tuned, lt_top1 / ours_tuned);

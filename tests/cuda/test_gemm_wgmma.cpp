@@ -169,12 +169,13 @@ TEST(GemmWgmmaEdges, NestedIdentityGivesTheWeightBits) {
     SCOPED_TRACE("N " + std::to_string(N) + " K " + std::to_string(K));
     const std::vector<float> w = nested_eligible_weights(N, K, g);
     const PackedTensor t = quantize("nestedfp", w.data(), N, K);
-    GpuBuffer<uint8_t> up(t.qweight), lo(t.aux);
+    const GemmWeight dw = upload_gemm(t);  // the planes in KOrder::nested
     std::vector<uint16_t> eye(size_t(K) * K, 0);
     for (int i = 0; i < K; ++i) eye[size_t(i) * K + i] = 0x3C00;
     GpuBuffer<uint16_t> x(eye), y(size_t(K) * N);
     y.poison();
-    wg::nestedfp16(x.get(), K, up.get(), lo.get(), N, K, y.get(), ws, 1, nullptr);
+    wg::nestedfp16(x.get(), K, static_cast<const uint8_t*>(dw.codes), static_cast<const uint8_t*>(dw.meta), N, K,
+                   y.get(), ws, 1, nullptr);
     const std::vector<uint16_t> got = y.host();
     int bad = 0;
     for (int m = 0; m < K; ++m)

@@ -1,7 +1,7 @@
 #pragma once
 // Tensor-core GEMMs for prefill and large batches: Y[M, N] = X[M, K] · W[N, K]^T, any M >= 1,
 // fp16 activations and output (bits as uint16), FP32 accumulation (docs/gemm.md). From 32 rows on
-// an sm_90 GPU, Hopper wgmma kernels (B dequantized once per CTA into shared memory, TMA loads;
+// an sm_90 GPU, Hopper wgmma kernels (weights decoded in registers as wgmma's A operand, TMA loads;
 // NIBBLE_WGMMA_MIN_M moves the switch); below, and elsewhere, mma.sync kernels with a multi-stage
 // cp.async pipeline:
 //   - nestedfp  (paper 004) FP16 mode: both byte planes loaded, FP16 rebuilt, exact;
@@ -28,6 +28,18 @@
 namespace nibble::cuda {
 
 class CublasLtFp8;
+
+// The K order of a NestedFP weight on the device. nested: within each 64-k block, position
+// p = 16 t + 4 s + j holds k = 16 s + 2 t + (j & 1) + 8 (j >> 1) (t, s, j in 0..3), so the bytes
+// that one thread of the FP16 tensor-core GEMM needs for its A fragments are adjacent (one 16-byte
+// shared-memory load per row and plane). The FP8 mode quantizes its activations into the same
+// order: a dot product over K does not depend on the order, as long as both operands share it.
+enum class KOrder { natural, nested };
+// Where k lands in KOrder::nested.
+constexpr int64_t nested_position(int64_t k) {
+  const int64_t kb = k & 63;
+  return (k - kb) + 16 * ((kb >> 1) & 3) + 4 * (kb >> 4) + 2 * ((kb >> 3) & 1) + (kb & 1);
+}
 
 // Device scratch for split-K partial sums and the FP8 activation copy. Grows on demand (a
 // cudaMalloc, so call once outside any CUDA-graph capture first); one per stream.
@@ -64,8 +76,8 @@ class GemmWeight {
   int64_t N = 0, K = 0;
   int block = 0;           // group size along K
   float global_scale = 1.0f;
-  void* codes = nullptr;   // nestedfp*: upper plane [N, K]; W4: repacked nibbles [N, K/2]
-  void* meta = nullptr;    // nestedfp: lower plane [N, K]; W4: [K/block, N] words (fp16 scale | fp16 sv or 1024+z)
+  void* codes = nullptr;   // nestedfp*: upper plane [N, K] in KOrder::nested; W4: repacked nibbles [N, K/2]
+  void* meta = nullptr;    // nestedfp: lower plane [N, K] (KOrder::nested); W4: [K/block, N] words (fp16 scale | fp16 sv or 1024+z)
   size_t codes_bytes = 0, meta_bytes = 0;
   size_t bytes() const { return codes_bytes + meta_bytes; }
 
@@ -81,7 +93,7 @@ struct GemmOptions {
 std::vector<std::string> gemm_formats();
 bool has_gemm_kernel(std::string_view format);
 
-// Repacks (W4) or copies (nestedfp planes) t and uploads it. Throws nibble::Error naming `name`
+// Repacks (W4; nestedfp planes into KOrder::nested) t and uploads it. Throws nibble::Error naming `name`
 // and the field at fault for unsupported formats or shapes.
 GemmWeight upload_gemm(const PackedTensor& t, std::string_view name = "weight");
 
@@ -109,9 +121,11 @@ void gemm_w4a4(const uint16_t* x, int M, const GemmWeight& w, std::string_view a
 
 // The two stages of the nestedfp8 path, exposed for tests and benchmarks.
 // x8[m, k] = E4M3(x[m, k] * sx[m]) (round to nearest even, saturating), sx = 448 / amax(row m)
-// (1 for an all-zero row); row_scale[m] = 1 / (256 * sx[m]).
-void quantize_rows_e4m3(const uint16_t* x, int M, int K, uint8_t* x8, float* row_scale, cudaStream_t stream);
-// y = (x8 · upper^T) * row_scale[m], upper [N, K] e4m3 codes.
+// (1 for an all-zero row); row_scale[m] = 1 / (256 * sx[m]). KOrder::nested (K a multiple of 64)
+// writes x8[m, nested_position(k)] instead, the order of a nestedfp GemmWeight's upper plane.
+void quantize_rows_e4m3(const uint16_t* x, int M, int K, uint8_t* x8, float* row_scale, cudaStream_t stream,
+                        KOrder order = KOrder::natural);
+// y = (x8 · upper^T) * row_scale[m], upper [N, K] e4m3 codes in the K order of x8.
 void gemm_e4m3(const uint8_t* x8, const float* row_scale, int M, const uint8_t* upper, int N, int K, uint16_t* y,
                GemmWorkspace& ws, cudaStream_t stream, const GemmOptions& opt = {});
 
@@ -152,8 +166,8 @@ class CublasLtFp8 {
   std::unique_ptr<Plans> plans_;
 };
 
-// NestedFP8 on cuBLASLt's FP8 tensor cores: x quantized per token (quantize_rows_e4m3_vec, into ws
-// slot 1), then lt.gemm_row_scaled with the upper plane [N, K] used as stored. The two-stage
+// NestedFP8 on cuBLASLt's FP8 tensor cores: x quantized per token (quantize_rows_e4m3_vec in
+// KOrder::nested, into ws slot 1), then lt.gemm_row_scaled with the upper plane [N, K] used as stored. The two-stage
 // definition (quantize_rows_e4m3, gemm_e4m3) with the same quantized inputs and scales, but the
 // accumulation precision of cuBLASLt FP8 on Hopper (see gemm_row_scaled). w: nestedfp8 or
 // nestedfp (same upper plane). The routing for gemm(): lt = ws.cublaslt_fp8().
@@ -161,7 +175,9 @@ void gemm_nestedfp8_cublaslt(const uint16_t* x, int M, const GemmWeight& w, uint
                              CublasLtFp8& lt, cudaStream_t stream,
                              CublasLtFp8::RowScale how = CublasLtFp8::RowScale::kAuto);
 
-// quantize_rows_e4m3 with 16-byte loads, bit-identical to it; K a multiple of 8, x 16-byte aligned.
-void quantize_rows_e4m3_vec(const uint16_t* x, int M, int K, uint8_t* x8, float* row_scale, cudaStream_t stream);
+// quantize_rows_e4m3 with 16-byte loads, bit-identical to it; K a multiple of 8 (64 for
+// KOrder::nested), x 16-byte aligned.
+void quantize_rows_e4m3_vec(const uint16_t* x, int M, int K, uint8_t* x8, float* row_scale, cudaStream_t stream,
+                            KOrder order = KOrder::natural);
 
 }  // namespace nibble::cuda

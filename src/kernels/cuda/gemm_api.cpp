@@ -70,6 +70,14 @@ std::vector<uint32_t> repack_codes(const std::vector<uint8_t>& q, int64_t N, int
   return out;
 }
 
+// A NestedFP plane [N, K] (K a multiple of 64) in KOrder::nested.
+std::vector<uint8_t> nested_order(const std::vector<uint8_t>& plane, int64_t N, int64_t K) {
+  std::vector<uint8_t> out(plane.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) out[size_t(n * K + nested_position(k))] = plane[size_t(n * K + k)];
+  return out;
+}
+
 // MXFP4's E8M0 scales 2^(e - 127) span more than fp16 can hold, so they are stored as fp16
 // 2^(e - 127 - shift), with 2^shift moved into the epilogue's alpha. shift puts the largest scale
 // of the tensor at 2^13 (6 * 2^13 < 65504); blocks of all-zero codes do not count. Returns shift.
@@ -198,10 +206,10 @@ GemmWeight upload_gemm(const PackedTensor& t, std::string_view name) {
   w.N = t.rows, w.K = t.cols, w.block = block, w.global_scale = t.global_scale;
   if (nested) {
     w.codes_bytes = t.qweight.size();
-    w.codes = upload_bytes(t.qweight.data(), w.codes_bytes);
+    w.codes = upload_bytes(nested_order(t.qweight, t.rows, t.cols).data(), w.codes_bytes);
     if (t.format == "nestedfp") {
       w.meta_bytes = t.aux.size();
-      w.meta = upload_bytes(t.aux.data(), w.meta_bytes);
+      w.meta = upload_bytes(nested_order(t.aux, t.rows, t.cols).data(), w.meta_bytes);
     }
     return w;
   }
@@ -231,7 +239,7 @@ void gemm(const uint16_t* x, int M, const GemmWeight& w, uint16_t* y, GemmWorksp
   } else if (w.format == "nestedfp8") {
     auto* x8 = static_cast<uint8_t*>(ws.get(size_t(M) * K + size_t(M) * sizeof(float) + 256, 1));
     auto* row_scale = reinterpret_cast<float*>(x8 + (size_t(M) * K + 255) / 256 * 256);
-    quantize_rows_e4m3(x, M, K, x8, row_scale, stream);
+    quantize_rows_e4m3(x, M, K, x8, row_scale, stream, KOrder::nested);
     gemm_e4m3(x8, row_scale, M, static_cast<const uint8_t*>(w.codes), N, K, y, ws, stream, opt);
   } else {
     w4a16_routed(x, M, w, y, ws, opt.split_k, stream, nullptr);

@@ -9,6 +9,7 @@
 
 #include "gemm_kernels.cuh"
 #include "gemm_launch.cuh"
+#include "nestedfp8_lt.h"
 #include "nestedfp_rebuild.cuh"
 #include "nibble/error.h"
 #include "reduce.cuh"
@@ -17,7 +18,7 @@ namespace nibble::cuda {
 namespace tc {
 namespace {
 
-// Both planes, 64 bytes (= 64 k) of each row per stage; +16 padding: conflict-free 4-byte loads.
+// Both planes, 64 bytes (= 64 k) of each row per stage, in KOrder::nested; +16 padding.
 struct NestedF16 {
   struct Params {
     const uint8_t* upper;
@@ -46,11 +47,20 @@ struct NestedF16 {
     }
   }
 
+  // Thread t's fragment takes k 16 ks + 4 t .. + 3 (gemm_core.cuh's order); in KOrder::nested those
+  // are two byte pairs 16 bytes apart, half t / 2 of the words at 32 (t % 2) + 4 ks and 16 after it.
+  // (Threads t and t + 2 read the same words: a 2-way bank conflict the padding cannot avoid.)
+  __device__ __forceinline__ static uint32_t plane_bytes(const uint8_t* row_bytes, int t, int ks) {
+    const uint8_t* w = row_bytes + 32 * (t & 1) + 4 * ks;
+    return __byte_perm(*reinterpret_cast<const uint32_t*>(w), *reinterpret_cast<const uint32_t*>(w + 16),
+                       t & 2 ? 0x7632 : 0x5410);
+  }
+
   template <class T>
   __device__ __forceinline__ static void fragment(const uint8_t* Bs, const Params&, int row, int t, int ks,
                                                   uint32_t (&b)[2]) {
-    const uint32_t u = *reinterpret_cast<const uint32_t*>(Bs + row * kStride + ks * 16 + 4 * t);
-    const uint32_t l = *reinterpret_cast<const uint32_t*>(Bs + (T::BN + row) * kStride + ks * 16 + 4 * t);
+    const uint32_t u = plane_bytes(Bs + row * kStride, t, ks);
+    const uint32_t l = plane_bytes(Bs + (T::BN + row) * kStride, t, ks);
     nestedfp_rebuild(u, l, b[0], b[1]);
   }
 };
@@ -90,8 +100,9 @@ struct PlaneE4M3 {
   }
 };
 
-// One block per row: amax, then E4M3(x * sx) with round-to-nearest-even and saturation.
-__global__ void quantize_rows_kernel(const uint16_t* x, int K, uint8_t* x8, float* row_scale) {
+// One block per row: amax, then E4M3(x * sx) with round-to-nearest-even and saturation, each pair
+// (k, k + 1) stored at k or, nested, at nested_position(k).
+__global__ void quantize_rows_kernel(const uint16_t* x, int K, uint8_t* x8, float* row_scale, bool nested) {
   const int m = blockIdx.x;
   const __half* row = reinterpret_cast<const __half*>(x) + int64_t(m) * K;
   float amax = 0.0f;
@@ -103,7 +114,7 @@ __global__ void quantize_rows_kernel(const uint16_t* x, int K, uint8_t* x8, floa
   uint16_t* out = reinterpret_cast<uint16_t*>(x8 + int64_t(m) * K);
   for (int k = 2 * threadIdx.x; k < K; k += 2 * blockDim.x) {
     const float2 v = make_float2(__half2float(row[k]) * sx, __half2float(row[k + 1]) * sx);
-    out[k / 2] = __nv_cvt_float2_to_fp8x2(v, __NV_SATFINITE, __NV_E4M3);
+    out[(nested ? nested_position(k) : k) / 2] = __nv_cvt_float2_to_fp8x2(v, __NV_SATFINITE, __NV_E4M3);
   }
 }
 
@@ -125,10 +136,10 @@ void nestedfp16(const uint16_t* x, int M, const uint8_t* upper, const uint8_t* l
 
 }  // namespace tc
 
-void quantize_rows_e4m3(const uint16_t* x, int M, int K, uint8_t* x8, float* row_scale, cudaStream_t stream) {
-  if (M < 1 || K < 2 || K % 2 != 0)
-    throw Error("quantize_rows_e4m3: unsupported shape M=" + std::to_string(M) + " K=" + std::to_string(K));
-  tc::quantize_rows_kernel<<<M, 256, 0, stream>>>(x, K, x8, row_scale);
+void quantize_rows_e4m3(const uint16_t* x, int M, int K, uint8_t* x8, float* row_scale, cudaStream_t stream,
+                        KOrder order) {
+  check_quantize_shape("quantize_rows_e4m3", M, K, order, 2);
+  tc::quantize_rows_kernel<<<M, 256, 0, stream>>>(x, K, x8, row_scale, order == KOrder::nested);
   NIBBLE_CUDA_CHECK(cudaGetLastError());
 }
 

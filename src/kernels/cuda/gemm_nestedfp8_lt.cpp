@@ -1,6 +1,7 @@
 // NestedFP8 (paper 004, FP8 mode) on cuBLASLt's FP8 tensor cores: per-token E4M3 quantization of
-// the activations, then one cuBLASLt FP8 GEMM against the upper byte plane as stored, the
-// per-token scale 1 / (256 sx) applied in cuBLASLt's epilogue (or a row-scale pass).
+// the activations (in the device K order of the planes), then one cuBLASLt FP8 GEMM against the
+// upper byte plane as stored, the per-token scale 1 / (256 sx) applied in cuBLASLt's epilogue (or a
+// row-scale pass).
 #include <string>
 
 #include "nibble/cuda/gemm.h"
@@ -26,7 +27,7 @@ void gemm_nestedfp8_cublaslt(const uint16_t* x, int M, const GemmWeight& w, uint
   const size_t x8_bytes = (size_t(M) * K + 255) / 256 * 256;
   auto* x8 = static_cast<uint8_t*>(ws.get(x8_bytes + size_t(M) * sizeof(float), 1));
   auto* row_scale = reinterpret_cast<float*>(x8 + x8_bytes);
-  quantize_rows_e4m3_vec(x, M, K, x8, row_scale, stream);
+  quantize_rows_e4m3_vec(x, M, K, x8, row_scale, stream, KOrder::nested);
   lt.gemm_row_scaled(x8, row_scale, static_cast<const uint8_t*>(w.codes), y, M, N, K, ws, stream, how);
 }
 

@@ -1,8 +1,9 @@
 // NestedFP16 (paper 004, FP16 mode) on Hopper: the register-A wgmma GEMM (gemm_wgmma_rega.cuh) with
-// both byte planes of the CTA's 128 weight rows brought by TMA (64-byte swizzle: conflict-free
-// 16-bit reads) and each thread rebuilding the fp16 weights of its A fragments exactly
-// (FORMATS.md) in registers. The weights stay the one stored copy whose upper plane the FP8 path
-// reads.
+// both byte planes of the CTA's 128 weight rows brought by TMA and each thread rebuilding the fp16
+// weights of its A fragments exactly (FORMATS.md) in registers. The planes are in KOrder::nested
+// (include/nibble/cuda/gemm.h), so a thread's 16 bytes of a row and plane are one 16-byte load
+// (it had taken eight 2-byte loads in natural order). The weights stay the one stored copy whose
+// upper plane the FP8 path reads.
 #include <cuda.h>
 #include <cuda_fp16.h>
 
@@ -19,7 +20,7 @@ namespace nibble::cuda::wg {
 // members are unreferenced.
 struct NestedPlanes {
   struct Params {
-    CUtensorMap upper, lower;  // [N, K] bytes each; box 64 x 128, 64-byte swizzle
+    CUtensorMap upper, lower;  // [N, K] bytes each; box 64 x 128, no swizzle
   };
   static constexpr int kPlaneBytes = kRegaRows * 64;  // one plane of a 64-k tile
   static constexpr int kRawBytes = 2 * kPlaneBytes;
@@ -32,25 +33,24 @@ struct NestedPlanes {
     tma_load_2d(dst + kPlaneBytes, &p.lower, kt * 64, n0, bar);
   }
 
-  // The 16 bits at (row r, byte k) of a 64-byte-swizzled plane: 16-byte chunk k / 16 ^ (r / 2 % 4).
-  __device__ __forceinline__ static uint32_t u16_at(const uint8_t* plane, int r, int k) {
-    return *reinterpret_cast<const uint16_t*>(plane + r * 64 + ((((k >> 4) ^ (r >> 1)) & 3) << 4) + (k & 15));
+  // Thread t's 16 bytes of row r: word s holds k 16 s + 2 t, + 1, + 8, + 9, i.e. its pairs q = 0
+  // and 2 of step s for that row, which nestedfp_rebuild turns into the two fp16 pairs directly.
+  // A quarter warp reads two whole rows: conflict-free.
+  __device__ __forceinline__ static uint4 chunk(const uint8_t* plane, int r) {
+    return *reinterpret_cast<const uint4*>(plane + r * 64 + 16 * (threadIdx.x & 3));
   }
 
   __device__ __forceinline__ static void fragments(const uint8_t* w, const Params&, int rl, const uint8_t*,
                                                    uint32_t (&a)[4][4]) {
-    const uint8_t* up = w;
-    const uint8_t* lo = w + kPlaneBytes;
-    const int t2 = 2 * ((threadIdx.x & 31) & 3);
+    const uint4 u[2] = {chunk(w, rl), chunk(w, rl + 8)};
+    const uint4 l[2] = {chunk(w + kPlaneBytes, rl), chunk(w + kPlaneBytes, rl + 8)};
 #pragma unroll
-    for (int s = 0; s < 4; ++s)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {  // bytes: (r0, k), (r0, k + 1), (r1, k), (r1, k + 1)
-        const int k = 16 * s + 8 * hh + t2;
-        const uint32_t u = u16_at(up, rl, k) | u16_at(up, rl + 8, k) << 16;
-        const uint32_t l = u16_at(lo, rl, k) | u16_at(lo, rl + 8, k) << 16;
-        nestedfp_rebuild(u, l, a[s][2 * hh], a[s][2 * hh + 1]);
-      }
+    for (int h = 0; h < 2; ++h) {  // row rl + 8 h: pairs q = h and q = 2 + h
+      nestedfp_rebuild(u[h].x, l[h].x, a[0][h], a[0][2 + h]);
+      nestedfp_rebuild(u[h].y, l[h].y, a[1][h], a[1][2 + h]);
+      nestedfp_rebuild(u[h].z, l[h].z, a[2][h], a[2][2 + h]);
+      nestedfp_rebuild(u[h].w, l[h].w, a[3][h], a[3][2 + h]);
+    }
   }
 };
 
@@ -61,8 +61,8 @@ void nestedfp16(const uint16_t* x, int M, const uint8_t* upper, const uint8_t* l
                 " K=" + std::to_string(K) + " (need M >= 1, N a multiple of 8, K a multiple of 64)");
   const tc::Problem pr{reinterpret_cast<const uint8_t*>(x), int64_t(K) * 2, M, N, nullptr, 1.0f, y};
   const NestedPlanes::Params p{
-      tensor_map_2d(upper, 1, uint64_t(K), uint64_t(N), uint64_t(K), 64, kRegaRows, Swizzle::b64, "nestedfp upper plane"),
-      tensor_map_2d(lower, 1, uint64_t(K), uint64_t(N), uint64_t(K), 64, kRegaRows, Swizzle::b64, "nestedfp lower plane")};
+      tensor_map_2d(upper, 1, uint64_t(K), uint64_t(N), uint64_t(K), 64, kRegaRows, Swizzle::none, "nestedfp upper plane"),
+      tensor_map_2d(lower, 1, uint64_t(K), uint64_t(N), uint64_t(K), 64, kRegaRows, Swizzle::none, "nestedfp lower plane")};
   launch_rega<NestedPlanes>(pr, p, ws, split_k, stream);
 }
 
