@@ -22,19 +22,26 @@ using namespace nibble;
 using namespace nibble::cuda;
 using namespace nibble::cuda::test;
 
-// Rows of varied character: gaussian, heavy outliers, tiny (near fp16 subnormal), all zero.
+// Rows of varied character: gaussian, heavy outliers, tiny (near fp16 subnormal), all zero, and
+// ties: the row maximum 2688 makes the global scale 1, and every other block holds the FP4
+// rounding thresholds (0.25 .. 5) and the top level 6, both signs, times a power of two, so its
+// block scale is that power and each element sits exactly on a decision boundary.
 std::vector<uint16_t> activation_rows(int M, int K, std::mt19937_64& g) {
   std::vector<uint16_t> x(size_t(M) * K);
   std::normal_distribution<float> n01(0.0f, 1.0f);
   std::student_t_distribution<float> t3(3.0f);
+  constexpr float kTies[8] = {6.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
   for (int m = 0; m < M; ++m)
     for (int k = 0; k < K; ++k) {
       float v = 0;
-      switch (m % 4) {
+      switch (m % 5) {
         case 0: v = n01(g); break;
         case 1: v = t3(g) * 4.0f; break;
         case 2: v = n01(g) * 1e-4f; break;
-        default: v = 0.0f;
+        case 3: v = 0.0f; break;
+        default:
+          v = k == 0 ? 2688.0f
+                     : k < 16 ? 0.0f : std::ldexp(kTies[k % 8] * (k % 16 < 8 ? 1.0f : -1.0f), (k / 16) % 5 - 2);
       }
       x[size_t(m) * K + k] = float_to_half(v);
     }
@@ -64,28 +71,31 @@ TEST_P(W4A4Act, QuantizerIsBitIdenticalToTheFormatLibrary) {
   const uint64_t seed = std::random_device{}();
   SCOPED_TRACE(act + " seed " + std::to_string(seed));
   std::mt19937_64 g(seed);
-  const int M = 9, K = 16 * 37;  // K not a multiple of the 256 threads' stride
   const float sv = act == "nvfp4-razer-act" ? 5.0f : 0.0f;
-  const std::vector<uint16_t> xh = activation_rows(M, K, g);
-  GpuBuffer<uint16_t> x(xh), xq(size_t(M) * K);
-  GpuBuffer<float> rs(M);
-  xq.poison();
-  quantize_rows_nvfp4(x.get(), M, K, act, sv, xq.get(), rs.get(), nullptr);
-  const std::vector<uint16_t> q = xq.host();
-  const std::vector<float> scale = rs.host();
-  std::vector<float> gs;
-  const std::vector<float> want = cpu_fake_quant(xh, M, K, act, sv, &gs);
-  int bad = 0;
-  for (int m = 0; m < M; ++m) {
-    EXPECT_EQ(scale[size_t(m)], gs[size_t(m)]) << "row " << m;
-    for (int k = 0; k < K; ++k) {
-      const size_t i = size_t(m) * K + k;
-      const float got = half_to_float(q[i]) * scale[size_t(m)];
-      if (std::memcmp(&got, &want[i], 4) != 0 && !(got == 0 && want[i] == 0) && bad++ < 3)
-        ADD_FAILURE() << "row " << m << " k " << k << ": got " << got << ", want " << want[i];
+  const int M = 10;
+  for (const int K : {16 * 37, 16 * 600, 16 * 2500}) {  // 1, 4 and 16 blocks per thread; not 256-aligned
+    SCOPED_TRACE("K " + std::to_string(K));
+    const std::vector<uint16_t> xh = activation_rows(M, K, g);
+    GpuBuffer<uint16_t> x(xh), xq(size_t(M) * K);
+    GpuBuffer<float> rs(M);
+    xq.poison();
+    quantize_rows_nvfp4(x.get(), M, K, act, sv, xq.get(), rs.get(), nullptr);
+    const std::vector<uint16_t> q = xq.host();
+    const std::vector<float> scale = rs.host();
+    std::vector<float> gs;
+    const std::vector<float> want = cpu_fake_quant(xh, M, K, act, sv, &gs);
+    int bad = 0;
+    for (int m = 0; m < M; ++m) {
+      EXPECT_EQ(scale[size_t(m)], gs[size_t(m)]) << "row " << m;
+      for (int k = 0; k < K; ++k) {
+        const size_t i = size_t(m) * K + k;
+        const float got = half_to_float(q[i]) * scale[size_t(m)];
+        if (std::memcmp(&got, &want[i], 4) != 0 && !(got == 0 && want[i] == 0) && bad++ < 3)
+          ADD_FAILURE() << "row " << m << " k " << k << ": got " << got << ", want " << want[i];
+      }
     }
+    EXPECT_EQ(bad, 0);
   }
-  EXPECT_EQ(bad, 0);
 }
 
 TEST_P(W4A4Act, GemmMatchesFloat64OnBothDequantizedOperands) {

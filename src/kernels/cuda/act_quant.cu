@@ -61,7 +61,7 @@ __device__ double razer_block(const float* x, double step, double sv, float* val
 // i when |x| / step passes thresholds 0.25, 0.75, ...), without dividing: |x| / step > t exactly
 // when |x| > t * step (x has 11 significant bits and t * step at most 31, exact in double, so the
 // double quotient cannot round onto a threshold t), and for a float a, a > T exactly when
-// a > RD(T) (a >= T when a >= RU(T)). So seven float comparisons make the same decisions.
+// a > RD(T) (a >= T when a >= RU(T)).
 struct Fp4Thresholds {
   float t[7];
   __device__ explicit Fp4Thresholds(double step) {
@@ -69,42 +69,73 @@ struct Fp4Thresholds {
 #pragma unroll
     for (int j = 0; j < 7; ++j) t[j] = j % 2 ? __double2float_ru(kT[j] * step) : __double2float_rd(kT[j] * step);
   }
-  __device__ uint32_t index(float a) const {
-    return (a > t[0]) + (a >= t[1]) + (a > t[2]) + (a >= t[3]) + (a > t[4]) + (a >= t[5]) + (a > t[6]);
+};
+
+// The same thresholds in fp16, for fp16 inputs: RD / RU to fp16 of the float thresholds, which are
+// RD / RU of the exact ones, so a > t (a >= t) decides as before for every fp16 a. Seven fp16
+// comparisons, two elements per instruction.
+struct Fp4HalfThresholds {
+  __half2 t[7];
+  __device__ explicit Fp4HalfThresholds(const Fp4Thresholds& f) {
+#pragma unroll
+    for (int j = 0; j < 7; ++j) t[j] = __half2half2(j % 2 ? __float2half_ru(f.t[j]) : __float2half_rd(f.t[j]));
   }
 };
+
+// NVFP4 codes of two fp16 elements x at block scale s (fp16, exact), written back as fp16 value * s
+// with x's sign. The FP4 index is the count of thresholds passed (HSET2 gives 1 or 0); level =
+// idx / 2 + max(idx - 4, 0) / 2 + max(idx - 6, 0) maps 0..7 to 0, 0.5, 1, 1.5, 2, 3, 4, 6; the
+// product has a few significant bits, exact in fp16 like the float path it replaced (vals * s).
+__device__ __forceinline__ uint32_t nvfp4_pair(uint32_t x, const Fp4HalfThresholds& th, __half2 s) {
+  const __half2 a = __habs2(*reinterpret_cast<const __half2*>(&x));
+  __half2 idx = __hgt2(a, th.t[0]);
+#pragma unroll
+  for (int j = 1; j < 7; ++j) idx = __hadd2(idx, j % 2 ? __hge2(a, th.t[j]) : __hgt2(a, th.t[j]));
+  const __half2 zero = __float2half2_rn(0.0f), half = __float2half2_rn(0.5f);
+  const __half2 hi = __hfma2(__hmax2(__hsub2(idx, __float2half2_rn(4.0f)), zero), half,
+                             __hmax2(__hsub2(idx, __float2half2_rn(6.0f)), zero));
+  const __half2 v = __hmul2(__hfma2(idx, half, hi), s);
+  return *reinterpret_cast<const uint32_t*>(&v) | (x & 0x80008000u);  // -0 for a negative x below 0.25 step
+}
 
 // One block of 16 (raw: its two 16-byte words) quantized with the row's global scale gs, written
 // back as fp16 code * block scale.
 template <bool kRazer>
 __device__ void quantize_block(const uint4 (&raw)[2], float gs, float sv_mag, __half* out) {
-  const __half* hin = reinterpret_cast<const __half*>(raw);
-  float xb[kBlock], vals[kBlock];
-  float bmax = 0;
+  const __half2* h2 = reinterpret_cast<const __half2*>(raw);
+  __half2 m2 = __habs2(h2[0]);
 #pragma unroll
-  for (int i = 0; i < kBlock; ++i) xb[i] = __half2float(hin[i]), bmax = fmaxf(bmax, fabsf(xb[i]));
+  for (int i = 1; i < kBlock / 2; ++i) m2 = __hmax2(m2, __habs2(h2[i]));
+  const float bmax = fmaxf(__low2float(m2), __high2float(m2));
   const uint32_t sc = detail::e4m3_code(double(bmax) / (double(gs) * 6.0));
   const float s = detail::e4m3_value(sc);
   const double step = double(gs) * double(s);
   if constexpr (kRazer) {
-    float minus[kBlock];
+    const __half* hin = reinterpret_cast<const __half*>(raw);
+    float xb[kBlock], vals[kBlock], minus[kBlock];
+#pragma unroll
+    for (int i = 0; i < kBlock; ++i) xb[i] = __half2float(hin[i]);
     const double err_plus = razer_block(xb, step, double(sv_mag), vals);
     if (razer_block(xb, step, -double(sv_mag), minus) < err_plus)
       for (int i = 0; i < kBlock; ++i) vals[i] = minus[i];
+    // value * s is exact in fp16 (a few significant bits, within 2^-10 .. 2^12)
+    alignas(16) __half h[kBlock];
+#pragma unroll
+    for (int i = 0; i < kBlock; ++i) h[i] = __float2half_rn(vals[i] * s);
+    reinterpret_cast<uint4*>(out)[0] = reinterpret_cast<const uint4*>(h)[0];
+    reinterpret_cast<uint4*>(out)[1] = reinterpret_cast<const uint4*>(h)[1];
   } else {
-    const Fp4Thresholds th(step);
+    uint32_t o[kBlock / 2] = {};  // an all-zero block (s = 0) stays +0
+    if (s != 0.0f) {
+      const Fp4HalfThresholds th{Fp4Thresholds(step)};
+      const __half2 s2 = __float2half2_rn(s);
+      const uint32_t* x = reinterpret_cast<const uint32_t*>(raw);
 #pragma unroll
-    for (int i = 0; i < kBlock; ++i) {
-      const float v = step == 0.0 ? 0.0f : detail::fp4_value(int(th.index(fabsf(xb[i]))));
-      vals[i] = step != 0.0 && signbit(xb[i]) ? -v : v;
+      for (int i = 0; i < kBlock / 2; ++i) o[i] = nvfp4_pair(x[i], th, s2);
     }
+    reinterpret_cast<uint4*>(out)[0] = make_uint4(o[0], o[1], o[2], o[3]);
+    reinterpret_cast<uint4*>(out)[1] = make_uint4(o[4], o[5], o[6], o[7]);
   }
-  // value * s is exact in fp16 (a few significant bits, within 2^-10 .. 2^12)
-  alignas(16) __half h[kBlock];
-#pragma unroll
-  for (int i = 0; i < kBlock; ++i) h[i] = __float2half_rn(vals[i] * s);
-  reinterpret_cast<uint4*>(out)[0] = reinterpret_cast<const uint4*>(h)[0];
-  reinterpret_cast<uint4*>(out)[1] = reinterpret_cast<const uint4*>(h)[1];
 }
 
 // One CTA per row. Each thread loads its kPer blocks of 16 at once (all loads in flight) and keeps
