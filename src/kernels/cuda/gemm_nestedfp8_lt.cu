@@ -1,7 +1,6 @@
 // Device passes of the cuBLASLt NestedFP8 path: the per-token E4M3 activation quantizer with
 // 16-byte loads, a row read once from registers (bit-identical to quantize_rows_e4m3, natural or
-// NestedFP K order), and the
-// FP32 -> fp16 row-scale pass.
+// NestedFP K order), the FP32 -> fp16 row-scale pass, and the shape check both quantizers share.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 

@@ -14,9 +14,9 @@
 
 namespace nibble::cuda::wg {
 
-// How TMA lays a box out in shared memory: as is, or with the 16-byte chunks of each 64-byte row
-// swizzled (chunk c of row r at c ^ (r / 2 % 4)), or of each 128-byte row (wgmma's operand layout).
-enum class Swizzle { none, b64, b128 };
+// How TMA lays a box out in shared memory: as is, or with the 16-byte chunks of each 128-byte row
+// swizzled (wgmma's operand layout).
+enum class Swizzle { none, b128 };
 
 // A 2-D TMA descriptor over a row-major [outer, inner] array of elem_bytes-byte elements (1, 2 or 4),
 // rows row_bytes apart, boxes of box_inner x box_outer elements. Throws nibble::Error naming `what`

@@ -41,9 +41,7 @@ CUtensorMap tensor_map_2d(const void* base, int elem_bytes, uint64_t inner, uint
   CUtensorMap map;
   const CUresult r = encode(&map, type, 2, const_cast<void*>(base), dims, strides, box, steps,
                             CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            swizzle == Swizzle::b128  ? CU_TENSOR_MAP_SWIZZLE_128B
-                            : swizzle == Swizzle::b64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                                      : CU_TENSOR_MAP_SWIZZLE_NONE,
+                            swizzle == Swizzle::b128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw Error(std::string("wgmma GEMM: cuTensorMapEncodeTiled failed (error ") + std::to_string(int(r)) + ") for the " +

@@ -1,6 +1,7 @@
 #pragma once
-// Internal to the cuBLASLt NestedFP8 path: the row-scale pass used when cuBLASLt cannot apply the
-// per-token scale in its epilogue (include/nibble/cuda/gemm.h, CublasLtFp8::gemm_row_scaled).
+// Internal to the NestedFP8 paths: the row-scale pass used when cuBLASLt cannot apply the per-token
+// scale in its epilogue (include/nibble/cuda/gemm.h, CublasLtFp8::gemm_row_scaled), and the shape
+// check of the two E4M3 row quantizers.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
