@@ -31,7 +31,9 @@
 #                                  $GEMM_ARGS pass options on. Results: $OUT/<bench>.json, .md, .log.
 #   scripts/gpu.sh --record DIR    here, after a run: copies DIR/<bench>.json and .md (kernels, gemm,
 #                                  e2e) to docs/perf/<bench>-<date>.{json,md} (date from the rows; -2, -3
-#                                  when that name holds another run) and docs/perf/<bench>-latest.json.
+#                                  when that name holds another run) and merges its rows into
+#                                  docs/perf/<bench>-latest.json (the newest measurement of every point,
+#                                  each row naming its run: scripts/perf_latest.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -81,8 +83,9 @@ record() {
     done
     cp "$run/$bench.json" "docs/perf/$name.json"
     [ -f "$run/$bench.md" ] && cp "$run/$bench.md" "docs/perf/$name.md"
-    cp "$run/$bench.json" "docs/perf/$bench-latest.json"
-    echo "recorded docs/perf/$name.{json,md} and docs/perf/$bench-latest.json"
+    local latest=docs/perf/$bench-latest.json
+    python3 scripts/perf_latest.py "$bench" "$latest" $([ -f "$latest" ] && echo "$latest") "docs/perf/$name.json" || exit 1
+    echo "recorded docs/perf/$name.{json,md} and merged it into $latest"
   done
 }
 

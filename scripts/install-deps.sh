@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
       libcpp-httplib-dev libpcre2-dev libsentencepiece-dev libgtest-dev libgmock-dev
-      libbenchmark-dev libomp-dev)
+      libbenchmark-dev libomp-dev python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -43,7 +43,7 @@ struct Options {
 };
 
 struct Row {
-  std::string format, path, model, proj;  // path: "fused" (the GEMM kernel), "dequant+cublas", or the baseline
+  std::string format, path, model, proj;  // path: "fused" (the GEMM kernel), "dequant+cublas", "quantizer", or the baseline
   int K = 0, N = 0, M = 0;
   double us = 0, fp16_us = 0;
 };
@@ -142,7 +142,7 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
   GemmWorkspace ws;
   auto add = [&](const std::string& f, const std::string& path, int M, double us) {
     if (f == "fp16-cublas") fp16_us[M] = us;
-    rows.push_back({f, path, s.model, s.proj, s.K, s.N, M, us, fp16_us[M]});
+    rows.push_back({f, path, s.model, s.proj, s.K, s.N, M, us, path == "quantizer" ? 0.0 : fp16_us[M]});
     std::fprintf(stderr, "  %-16s %-15s M=%-5d %9.1f us\n", f.c_str(), path.c_str(), M, us);
   };
   {
@@ -157,6 +157,26 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
       add("fp8-cublaslt", "cublaslt", M,
           time_us([&](int c, cudaStream_t st) { lt.gemm(x8.p, w8.at(c), y.p, M, s.N, s.K, 1.0f, st); }, w8.copies,
                   stream, o.target_ms));
+  }
+  // The activation quantizers alone, as they run in front of the W4A4 GEMM (NVFP4) and of
+  // cuBLASLt for nestedfp8 (E4M3 in the planes' K order): the part of those paths' time that is
+  // not the GEMM.
+  const bool any_w4 = std::any_of(o.formats.begin(), o.formats.end(), [](const std::string& f) { return f.find("nested") == std::string::npos; });
+  const bool fp8 = std::find(o.formats.begin(), o.formats.end(), "nestedfp8") != o.formats.end();
+  if (any_w4 || fp8) {
+    DeviceArray<uint16_t> xq(size_t(maxM) * s.K);
+    DeviceArray<float> rs(maxM);
+    for (int M : o.ms) {
+      if (any_w4)
+        add("nvfp4-act", "quantizer", M, time_us([&](int, cudaStream_t st) { quantize_rows_nvfp4(x.p, M, s.K, "nvfp4", 0, xq.p, rs.p, st); },
+                                                1, stream, o.target_ms));
+      if (fp8)
+        add("e4m3-act", "quantizer", M, time_us([&](int, cudaStream_t st) {
+              quantize_rows_e4m3_vec(x.p, M, s.K, x8.p, rs.p, st, KOrder::nested);
+            }, 1, stream, o.target_ms));
+    }
+    // x8 back to the natural-order codes the cuBLASLt baseline is timed on
+    quantize_rows_e4m3(x.p, maxM, s.K, x8.p, row_scale.p, stream);
   }
   for (const std::string& f : o.formats) {
     std::vector<GemmWeight> w;
@@ -174,6 +194,16 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
     for (int M : o.ms)
       add(f, "w4a4-nvfp4", M, time_us([&](int c, cudaStream_t st) { gemm_w4a4(x.p, M, w[size_t(c)], "nvfp4", 0, y.p, ws, st); },
                                       int(w.size()), stream, o.target_ms));
+    // The same W4A16 kernel on those quantized activations, without the quantizer in front: what
+    // the activations' values alone change.
+    {
+      DeviceArray<uint16_t> xq(size_t(maxM) * s.K);
+      DeviceArray<float> rs(maxM);
+      quantize_rows_nvfp4(x.p, maxM, s.K, "nvfp4", 0, xq.p, rs.p, stream);
+      for (int M : o.ms)
+        add(f, "w4a16-on-w4a4-x", M, time_us([&](int c, cudaStream_t st) { gemm(xq.p, M, w[size_t(c)], y.p, ws, st); },
+                                           int(w.size()), stream, o.target_ms));
+    }
     // The other large-M path: dequantize the whole weight to fp16 once per call, then cuBLAS.
     DeviceArray<uint16_t> w16(size_t(s.N) * s.K);
     for (int M : o.ms) {
@@ -193,7 +223,7 @@ std::string summary(const std::vector<Row>& rows) {
   auto find = [&](const std::string& f, const Row& like, int M) -> const Row* {
     for (const Row& r : rows)
       if (r.format == f && r.K == like.K && r.N == like.N && r.M == M && r.path != "dequant+cublas" &&
-          r.path != "w4a4-nvfp4")
+          r.path != "w4a4-nvfp4" && r.path != "w4a16-on-w4a4-x")
         return &r;
     return nullptr;
   };
@@ -217,11 +247,25 @@ std::string summary(const std::vector<Row>& rows) {
     if (r.M == 64 && m1) out += fmt::format("- {} {} {}: M=64 time / M=1 time = {:.2f} (target <= 1.3)\n", r.format, r.model, r.proj, r.us / m1->us);
     if (r.M >= 512) out += fmt::format("- {} {} {} M={}: {:.0f}% of cuBLAS FP16 throughput (target >= 80%)\n", r.format, r.model, r.proj, r.M, 100 * r.fp16_us / r.us);
   }
+  // The quantizer's own time (timed alone) set against the gap: what the paths take besides it.
+  auto quantizer = [&](const std::string& act, const Row& like) { return find(act, like, like.M); };
   for (const Row& r : rows)
     if (r.path == "w4a4-nvfp4" && r.M >= 256)
-      if (const Row* f = find(r.format, r, r.M); f && f->path == "fused")
-        out += fmt::format("- W4A4 {} {} {} M={}: {:.0f}% of the W4A16 GEMM's throughput (target >= 90%)\n", r.format,
+      if (const Row* f = find(r.format, r, r.M); f && f->path == "fused") {
+        out += fmt::format("- W4A4 {} {} {} M={}: {:.0f}% of the W4A16 GEMM's throughput (target >= 90%)", r.format,
                            r.model, r.proj, r.M, 100 * f->us / r.us);
+        if (const Row* q = quantizer("nvfp4-act", r))
+          out += fmt::format("; quantizer alone {:.1f} us, the rest {:.0f}% of W4A16", q->us, 100 * f->us / (r.us - q->us));
+        for (const Row& g : rows)
+          if (g.path == "w4a16-on-w4a4-x" && g.format == r.format && g.K == r.K && g.N == r.N && g.M == r.M)
+            out += fmt::format("; the W4A16 kernel on the quantized activations {:.1f} us ({:.0f}% of W4A16)", g.us, 100 * f->us / g.us);
+        out += "\n";
+      }
+  for (const Row& r : rows)
+    if (r.format == "nestedfp8" && r.M >= 512)
+      if (const Row* lt = find("fp8-cublaslt", r, r.M), *q = quantizer("e4m3-act", r); lt && q)
+        out += fmt::format("- NestedFP8 {} {} M={}: quantizer alone {:.1f} us ({:.0f}% of the path), the rest {:.2f}x cuBLASLt FP8\n",
+                           r.model, r.proj, r.M, q->us, 100 * q->us / r.us, lt->us / (r.us - q->us));
   out += "\n## Fused kernel vs dequant+cuBLAS: smallest M where dequant+cuBLAS is faster\n\n";
   for (const Row& r : rows) {
     if (r.path != "fused" || r.M != 1 || r.format.find("nested") != std::string::npos) continue;
@@ -242,7 +286,8 @@ void write_results(const std::vector<Row>& rows, const Options& o, const DeviceI
       "replay, weights rotated over > 3x L2 when smaller); TFLOP/s = 2MNK / time; %fp16 (= pct_of_floor in the "
       "JSON): cuBLAS FP16 time over this time, i.e. percent of cuBLAS FP16 throughput measured in the same run. "
       "nestedfp8 includes its per-token activation quantization kernel; fp8-cublaslt times the GEMM alone on "
-      "pre-quantized E4M3 inputs.\n\n"
+      "pre-quantized E4M3 inputs; the quantizer rows (nvfp4-act: W4A4's, e4m3-act: NestedFP8's) time "
+      "the activation quantizers alone.\n\n"
       "| format | path | model | proj | K | N | M | us | TFLOP/s | %fp16 |\n|---|---|---|---|---|---|---|---|---|---|\n",
       date, dev.name, dev.sm_count);
   for (const Row& r : rows) {
