@@ -43,8 +43,9 @@ def main(argv):
             if not isinstance(row, dict):
                 sys.exit(f"perf_latest.py: {path}: row {i} is not an object")
             row.setdefault("run", name)
-            merged.pop(key(bench, row), None)  # re-inserted last: the table keeps the newest run's order
-            merged[key(bench, row)] = row
+            k = key(bench, row)
+            merged.pop(k, None)  # re-inserted last: the table keeps the newest run's order
+            merged[k] = row
     with open(out, "w") as f:
         json.dump(list(merged.values()), f, indent=1)
         f.write("\n")

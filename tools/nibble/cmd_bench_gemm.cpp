@@ -161,23 +161,22 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
   // The activation quantizers alone, as they run in front of the W4A4 GEMM (NVFP4) and of
   // cuBLASLt for nestedfp8 (E4M3 in the planes' K order): the part of those paths' time that is
   // not the GEMM.
+  // xq: x quantized by W4A4's quantizer, all maxM rows (the W4A16 kernel is also timed on it).
   const bool any_w4 = std::any_of(o.formats.begin(), o.formats.end(), [](const std::string& f) { return f.find("nested") == std::string::npos; });
   const bool fp8 = std::find(o.formats.begin(), o.formats.end(), "nestedfp8") != o.formats.end();
-  if (any_w4 || fp8) {
-    DeviceArray<uint16_t> xq(size_t(maxM) * s.K);
-    DeviceArray<float> rs(maxM);
-    for (int M : o.ms) {
-      if (any_w4)
-        add("nvfp4-act", "quantizer", M, time_us([&](int, cudaStream_t st) { quantize_rows_nvfp4(x.p, M, s.K, "nvfp4", 0, xq.p, rs.p, st); },
-                                                1, stream, o.target_ms));
-      if (fp8)
-        add("e4m3-act", "quantizer", M, time_us([&](int, cudaStream_t st) {
-              quantize_rows_e4m3_vec(x.p, M, s.K, x8.p, rs.p, st, KOrder::nested);
-            }, 1, stream, o.target_ms));
-    }
-    // x8 back to the natural-order codes the cuBLASLt baseline is timed on
-    quantize_rows_e4m3(x.p, maxM, s.K, x8.p, row_scale.p, stream);
+  DeviceArray<uint16_t> xq(any_w4 ? size_t(maxM) * s.K : 0);
+  DeviceArray<float> rs(maxM);
+  for (int M : o.ms) {
+    if (any_w4)
+      add("nvfp4-act", "quantizer", M, time_us([&](int, cudaStream_t st) { quantize_rows_nvfp4(x.p, M, s.K, "nvfp4", 0, xq.p, rs.p, st); },
+                                              1, stream, o.target_ms));
+    if (fp8)
+      add("e4m3-act", "quantizer", M, time_us([&](int, cudaStream_t st) {
+            quantize_rows_e4m3_vec(x.p, M, s.K, x8.p, rs.p, st, KOrder::nested);
+          }, 1, stream, o.target_ms));
   }
+  if (any_w4) quantize_rows_nvfp4(x.p, maxM, s.K, "nvfp4", 0, xq.p, rs.p, stream);
+  if (fp8) quantize_rows_e4m3(x.p, maxM, s.K, x8.p, row_scale.p, stream);  // back to the codes cuBLASLt is timed on
   for (const std::string& f : o.formats) {
     std::vector<GemmWeight> w;
     if (f == "nestedfp" || f == "nestedfp8") {
@@ -196,14 +195,9 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
                                       int(w.size()), stream, o.target_ms));
     // The same W4A16 kernel on those quantized activations, without the quantizer in front: what
     // the activations' values alone change.
-    {
-      DeviceArray<uint16_t> xq(size_t(maxM) * s.K);
-      DeviceArray<float> rs(maxM);
-      quantize_rows_nvfp4(x.p, maxM, s.K, "nvfp4", 0, xq.p, rs.p, stream);
-      for (int M : o.ms)
-        add(f, "w4a16-on-w4a4-x", M, time_us([&](int c, cudaStream_t st) { gemm(xq.p, M, w[size_t(c)], y.p, ws, st); },
-                                           int(w.size()), stream, o.target_ms));
-    }
+    for (int M : o.ms)
+      add(f, "w4a16-on-w4a4-x", M, time_us([&](int c, cudaStream_t st) { gemm(xq.p, M, w[size_t(c)], y.p, ws, st); },
+                                         int(w.size()), stream, o.target_ms));
     // The other large-M path: dequantize the whole weight to fp16 once per call, then cuBLAS.
     DeviceArray<uint16_t> w16(size_t(s.N) * s.K);
     for (int M : o.ms) {
@@ -220,10 +214,13 @@ double tflops(const Row& r) { return 2.0 * r.M * double(r.K) * r.N / (r.us * 1e-
 
 // The targets, computed from the rows.
 std::string summary(const std::vector<Row>& rows) {
-  auto find = [&](const std::string& f, const Row& like, int M) -> const Row* {
+  // The row of format f at like's shape and M on `path`; by default its own kernel's row (not one
+  // of the comparison paths a W4 format also has).
+  auto find = [&](const std::string& f, const Row& like, int M, const std::string& path = "") -> const Row* {
     for (const Row& r : rows)
-      if (r.format == f && r.K == like.K && r.N == like.N && r.M == M && r.path != "dequant+cublas" &&
-          r.path != "w4a4-nvfp4" && r.path != "w4a16-on-w4a4-x")
+      if (r.format == f && r.K == like.K && r.N == like.N && r.M == M &&
+          (path.empty() ? r.path != "dequant+cublas" && r.path != "w4a4-nvfp4" && r.path != "w4a16-on-w4a4-x"
+                        : r.path == path))
         return &r;
     return nullptr;
   };
@@ -248,22 +245,20 @@ std::string summary(const std::vector<Row>& rows) {
     if (r.M >= 512) out += fmt::format("- {} {} {} M={}: {:.0f}% of cuBLAS FP16 throughput (target >= 80%)\n", r.format, r.model, r.proj, r.M, 100 * r.fp16_us / r.us);
   }
   // The quantizer's own time (timed alone) set against the gap: what the paths take besides it.
-  auto quantizer = [&](const std::string& act, const Row& like) { return find(act, like, like.M); };
   for (const Row& r : rows)
     if (r.path == "w4a4-nvfp4" && r.M >= 256)
       if (const Row* f = find(r.format, r, r.M); f && f->path == "fused") {
         out += fmt::format("- W4A4 {} {} {} M={}: {:.0f}% of the W4A16 GEMM's throughput (target >= 90%)", r.format,
                            r.model, r.proj, r.M, 100 * f->us / r.us);
-        if (const Row* q = quantizer("nvfp4-act", r))
+        if (const Row* q = find("nvfp4-act", r, r.M, "quantizer"))
           out += fmt::format("; quantizer alone {:.1f} us, the rest {:.0f}% of W4A16", q->us, 100 * f->us / (r.us - q->us));
-        for (const Row& g : rows)
-          if (g.path == "w4a16-on-w4a4-x" && g.format == r.format && g.K == r.K && g.N == r.N && g.M == r.M)
-            out += fmt::format("; the W4A16 kernel on the quantized activations {:.1f} us ({:.0f}% of W4A16)", g.us, 100 * f->us / g.us);
+        if (const Row* g = find(r.format, r, r.M, "w4a16-on-w4a4-x"))
+          out += fmt::format("; the W4A16 kernel on the quantized activations {:.1f} us ({:.0f}% of W4A16)", g->us, 100 * f->us / g->us);
         out += "\n";
       }
   for (const Row& r : rows)
     if (r.format == "nestedfp8" && r.M >= 512)
-      if (const Row* lt = find("fp8-cublaslt", r, r.M), *q = quantizer("e4m3-act", r); lt && q)
+      if (const Row* lt = find("fp8-cublaslt", r, r.M), *q = find("e4m3-act", r, r.M, "quantizer"); lt && q)
         out += fmt::format("- NestedFP8 {} {} M={}: quantizer alone {:.1f} us ({:.0f}% of the path), the rest {:.2f}x cuBLASLt FP8\n",
                            r.model, r.proj, r.M, q->us, 100 * q->us / r.us, lt->us / (r.us - q->us));
   out += "\n## Fused kernel vs dequant+cuBLAS: smallest M where dequant+cuBLAS is faster\n\n";
