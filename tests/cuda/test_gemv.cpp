@@ -400,5 +400,13 @@ TEST(GemvTuning, HeuristicSplitsKOnlyWhereRowsAreLong) {
   EXPECT_GT(default_choice("nvfp4", 14336, 4096, 16).k_splits, 1);
 }
 
+TEST(GemvTuning, HeuristicEngines) {
+  EXPECT_EQ(default_choice("nvfp4", 4096, 4096, 1).engine, Engine::cuda_cores);
+  EXPECT_EQ(default_choice("nvfp4", 4096, 4096, 2).engine, Engine::tensor_cores);
+  EXPECT_EQ(default_choice("nf4", 4096, 4096, 1).engine, Engine::tensor_cores);  // faster there from one row
+  EXPECT_EQ(default_choice("nf4", 4128, 4096, 1).engine, Engine::cuda_cores);  // no tile layout: K % 64
+  EXPECT_EQ(default_choice("razer-fp3-g128", 4096, 4096, 4).engine, Engine::cuda_cores);  // no tensor-core kernel
+}
+
 }  // namespace
 }  // namespace nibble::cuda

@@ -63,6 +63,16 @@ __device__ __forceinline__ uint32_t select_h(uint32_t h, const NibbleFlags& fl, 
   const uint32_t m = pair_mask(fl, p);
   return (h & ~m) | (sv2 & m);
 }
+// Flags of the -0 codes of a word (RaZeR's special value); none for plain FP4.
+__device__ __forceinline__ NibbleFlags neg0_flags(uint32_t w, bool razer) {
+  return razer ? make_flags(nibble_eq8(w)) : NibbleFlags{0, 0};
+}
+// FP4 pair p (bit placement, value * 2^-14) with RaZeR's -0 codes (flagged in fl) replaced by
+// the block's special value sv2 (x 2^-14, both halves); razer = false: plain FP4, -0 stays -0.0.
+__device__ __forceinline__ uint32_t fp4x2_special_h(uint32_t w, int p, const NibbleFlags& fl, uint32_t sv2, bool razer) {
+  const uint32_t v = fp4x2_bits_h(w, p);
+  return razer ? select_h(v, fl, p, sv2) : v;
+}
 constexpr float kFp4BitsFactor = 16384.0f;  // 2^14
 // 2^7, 2^8, 2^-7 in both halves of an fp16 pair
 constexpr uint32_t kFp16TwoPow7x2 = 0x58005800u, kFp16TwoPow8x2 = 0x5C005C00u, kFp16TwoPowMinus7x2 = 0x20002000u;
@@ -96,29 +106,6 @@ __device__ __forceinline__ void minifloat4_dup_h2(uint32_t bytes, uint32_t (&S)[
 // RaZeR: -0.0 (the code 1000 / 100) is the special value.
 __device__ __forceinline__ float neg0_to(float v, float sv) {
   return __float_as_uint(v) == 0x80000000u ? sv : v;
-}
-
-// FP4 in paper 001's repacked nibble {E1 E0 M S} (Table 3 with the sv row corrected):
-// 0.5 -> 0000, +0 -> 0010, sv -> 0011. Listing 1, two elements at a time: fp16 = S << 15 |
-// (0x38 + EEM0) << 8, then 0x3A00 (+0) -> 0 and 0xBA00 (the -0 code) -> the special value.
-// svh: the special value's fp16 bits in both halves (0 for plain FP4, whose repack never emits 0011).
-// The two compares of Listing 1 (V == 0x3A00, V == 0xBA00) are made once per word on the codes
-// (EEM == 001 is the +0 / sv code pair, S tells them apart), which is equivalent and cheaper than
-// comparing each fp16 half.
-struct EmsFlags {
-  NibbleFlags zero_or_sv, sv;
-};
-__device__ __forceinline__ EmsFlags ems_flags(uint32_t w) {
-  const uint32_t a = ((w >> 1) & 0x77777777u) ^ 0x11111111u;  // each nibble's EEM xor 001
-  const uint32_t z = ~(a + 0x77777777u) & 0x88888888u;         // EEM == 001
-  return {make_flags(z), make_flags(z & (w << 3))};             // ... and S set: the special value
-}
-__device__ __forceinline__ uint32_t fp4x2_ems_h(uint32_t w, int p, const EmsFlags& fl, uint32_t svh, bool razer) {
-  const uint32_t v = w >> (4 * p);
-  uint32_t h = (((v & 0x000E000Eu) << 8) + 0x38003800u) | ((v & 0x00010001u) << 15);
-  h &= ~pair_mask(fl.zero_or_sv, p);  // 0x3A00 / 0xBA00 -> 0
-  if (razer) h |= svh & pair_mask(fl.sv, p);
-  return h;
 }
 
 // FP3 E2M0 from three bit planes (sign, exponent bit 0, exponent bit 1) whose bit s holds one

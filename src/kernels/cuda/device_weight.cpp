@@ -135,11 +135,6 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name) {
   const std::vector<uint8_t>* qp = &t.qweight;
   const std::vector<uint8_t>* sp = &t.scales;
   switch (spec->kind) {
-    case WeightKind::fp4_g128:
-    case WeightKind::razer_fp4_g128:
-      q = detail::repack_fp4_ems(t.qweight, spec->kind == WeightKind::razer_fp4_g128);
-      qp = &q;
-      break;
     case WeightKind::razer_fp3_g128:
       q = detail::repack_fp3_planes(t.qweight);
       qp = &q;

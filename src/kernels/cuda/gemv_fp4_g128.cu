@@ -1,7 +1,9 @@
-// FP4 group-128 GEMV, plain (fp4-g128) and RaZeR (razer-fp4-g128), with paper 001's bit-trick
-// decode (Listing 1) on repacked {E1 E0 M S} nibbles (see fp4x2_ems). Kernel layout: codes
-// row-major two per byte, each nibble repacked; the FP16 scale words as serialized (RaZeR: bit 15
-// the sv sign, bit 14 the sv magnitude select, the rest the scale).
+// FP4 group-128 GEMV, plain (fp4-g128) and RaZeR (razer-fp4-g128), with the bit-placement decode
+// of NVFP4 (decode.cuh) on the codes as serialized; RaZeR's -0 codes take the group's special
+// value by the same select as nvfp4-razer's. FP16 scale words as serialized (RaZeR: bit 15 the sv
+// sign, bit 14 the sv magnitude select, the rest the scale).
+// Paper 001's Listing 1 decodes repacked {E1 E0 M S} nibbles instead; it needs about twice the
+// operations per pair, and the one-row GEMV is issue-bound (docs/perf/fp4-g128-bits-2026-11-27.md).
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
 
@@ -10,35 +12,35 @@ namespace nibble::cuda::detail {
 template <bool kRazer>
 struct Fp4G128 {
   static constexpr int kChunkK = 32, kChunkBytes = 16, kGroupK = 128, kLutSize = 0;
-  static constexpr float kOutFactor = 1.0f, kHalfFactor = 128.0f;  // decode8_h: value * 2^-7
+  // Tensor cores: value * 2^-14 (fp16 bit placement); decode8_h: value * 2^-7.
+  static constexpr float kOutFactor = kFp4BitsFactor, kHalfFactor = 128.0f;
   static __device__ __forceinline__ size_t q_row_bytes(int K) { return size_t(K) / 2; }
   static __device__ __forceinline__ size_t s_row_bytes(int K) { return size_t(K) / 128 * 2; }
   struct Meta {
     float s;
-    uint32_t svh;  // the group's special value, fp16 bits in both halves (RaZeR)
+    uint32_t svh;  // RaZeR: the group's special value x 2^-14, fp16 bits in both halves
   };
   static __device__ __forceinline__ Meta load_meta(const uint8_t* srow, const GemvArgs& a, int c) {
     const uint32_t word = __ldg(reinterpret_cast<const unsigned short*>(srow) + c / 4);
     if (!kRazer) return {__half2float(__ushort_as_half(uint16_t(word))), 0u};
-    const float mag = (word & 0x4000u) ? a.sv_b : a.sv_a;
-    const uint32_t h = __half_as_ushort(__float2half_rn((word & 0x8000u) ? -mag : mag));
-    return {__half2float(__ushort_as_half(uint16_t(word & 0x3FFFu))), h | (h << 16)};
+    const uint32_t sv = ((word & 0x4000u) ? a.sv_h2[1] : a.sv_h2[0]) ^ ((word & 0x8000u) ? 0x80008000u : 0u);
+    return {__half2float(__ushort_as_half(uint16_t(word & 0x3FFFu))), sv};
   }
   static __device__ __forceinline__ float scale(const Meta& m, int, const GemvArgs&) { return m.s; }
   static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const Meta& m, const GemvArgs&,
                                                    uint32_t (&h)[4]) {
     const uint32_t x = word_of(w, e);
-    const EmsFlags fl = ems_flags(x);
+    const NibbleFlags fl = neg0_flags(x, kRazer);
 #pragma unroll
-    for (int p = 0; p < 4; ++p) h[p] = hmul2_bits(fp4x2_ems_h(x, p, fl, m.svh, kRazer), kFp16TwoPowMinus7x2);
+    for (int p = 0; p < 4; ++p) h[p] = hmul2_bits(fp4x2_special_h(x, p, fl, m.svh, kRazer), kFp16TwoPow7x2);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
   static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, int, const GemvArgs&,
                                                   uint32_t (&A)[4]) {
-    const EmsFlags fl = ems_flags(x);
+    const NibbleFlags fl = neg0_flags(x, kRazer);
 #pragma unroll
-    for (int p = 0; p < 4; ++p) A[p] = fp4x2_ems_h(x, p, fl, (p & 1) ? m1.svh : m0.svh, kRazer);
+    for (int p = 0; p < 4; ++p) A[p] = fp4x2_special_h(x, p, fl, (p & 1) ? m1.svh : m0.svh, kRazer);
   }
 };
 

@@ -43,15 +43,10 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
   static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const typename B::Meta& m,
                                                    const GemvArgs& a, uint32_t (&h)[4]) {
     const uint32_t x = word_of(w, e);
-    uint32_t sv2 = 0;
-    NibbleFlags fl{0, 0};
-    if (kRazer) sv2 = B::block_sv_h2(m, e / 2, a), fl = make_flags(nibble_eq8(x));
+    const uint32_t sv2 = kRazer ? B::block_sv_h2(m, e / 2, a) : 0u;
+    const NibbleFlags fl = neg0_flags(x, kRazer);
 #pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      uint32_t v = fp4x2_bits_h(x, p);
-      if (kRazer) v = select_h(v, fl, p, sv2);  // -0 codes -> the block's special value
-      h[p] = hmul2_bits(v, kFp16TwoPow8x2);
-    }
+    for (int p = 0; p < 4; ++p) h[p] = hmul2_bits(fp4x2_special_h(x, p, fl, sv2, kRazer), kFp16TwoPow8x2);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   // Tensor-core path: four fp16 pairs (A registers; odd pairs are row g + 8, meta m1), already
@@ -72,18 +67,10 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
   static __device__ __forceinline__ void decode_h(uint32_t x, const typename B::Meta& m0, const typename B::Meta& m1,
                                                   int grp, uint32_t s0, uint32_t s1, const GemvArgs& a,
                                                   uint32_t (&A)[4]) {
-    uint32_t sv0 = 0, sv1 = 0;
-    NibbleFlags fl{0, 0};
-    if (kRazer) {
-      sv0 = B::block_sv_h2(m0, grp, a), sv1 = B::block_sv_h2(m1, grp, a);
-      fl = make_flags(nibble_eq8(x));
-    }
+    const uint32_t sv0 = kRazer ? B::block_sv_h2(m0, grp, a) : 0u, sv1 = kRazer ? B::block_sv_h2(m1, grp, a) : 0u;
+    const NibbleFlags fl = neg0_flags(x, kRazer);
 #pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      uint32_t h = fp4x2_bits_h(x, p);
-      if (kRazer) h = select_h(h, fl, p, (p & 1) ? sv1 : sv0);
-      A[p] = hmul2_bits(h, (p & 1) ? s1 : s0);
-    }
+    for (int p = 0; p < 4; ++p) A[p] = hmul2_bits(fp4x2_special_h(x, p, fl, (p & 1) ? sv1 : sv0, kRazer), (p & 1) ? s1 : s0);
   }
 };
 

@@ -10,23 +10,6 @@
 
 namespace nibble::cuda::detail {
 
-namespace {
-uint8_t ems_nibble(uint32_t code, bool razer) {
-  const uint32_t s = code >> 3, em = code & 7;
-  if (em == 1) return uint8_t(s);                                 // +-0.5
-  if (em == 0) return uint8_t(s && razer ? 0x3 : 0x2);            // +0 / -0
-  return uint8_t((em << 1) | s);
-}
-}  // namespace
-
-std::vector<uint8_t> repack_fp4_ems(const std::vector<uint8_t>& q, bool razer) {
-  uint8_t table[256];
-  for (uint32_t b = 0; b < 256; ++b) table[b] = uint8_t(ems_nibble(b & 15, razer) | (ems_nibble(b >> 4, razer) << 4));
-  std::vector<uint8_t> out(q.size());
-  for (size_t i = 0; i < q.size(); ++i) out[i] = table[q[i]];
-  return out;
-}
-
 int fp3_plane_bit(int e) {
   const int g = e / 8, i = e % 8;
   return i < 4 ? 4 * g + i : 16 + 4 * g + (i - 4);

@@ -9,10 +9,6 @@
 
 namespace nibble::cuda::detail {
 
-// FP4 codes S EEM (two per byte) -> paper 001's {E1 E0 M S} nibbles: 0.5 -> 0000, +0 -> 0010,
-// -0 -> 0011 (the special value) for RaZeR or 0010 (+0) for plain FP4, else EEM << 1 | S.
-std::vector<uint8_t> repack_fp4_ems(const std::vector<uint8_t>& q, bool razer);
-
 // Serialized FP3 (per 32 elements three little-endian planes: bit 0, bit 1, bit 2 = sign; element
 // i at bit i) -> per group of 128: the 4 sign planes, the 4 bit-0 planes, the 4 bit-1 planes, each
 // plane word in the pair order of gemv_fp3_g128.cu. q holds whole groups of 128.

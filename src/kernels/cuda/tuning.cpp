@@ -101,9 +101,13 @@ constexpr int kDefaultRowsPerWarp = 2;  // CUDA cores, the heuristic's rows per 
 // The rule the H100 tuning table follows (docs/perf/kernels-tuning-h100.json: 52 of its 64 M = 1
 // entries take 2 rows per warp): 2 rows per warp, and the fewest K splits that give about two CTAs
 // per SM and at most 8192 elements of a row per warp group (long rows: down projections).
+// NF4 takes the tensor cores from one row on: its CUDA-core GEMV looks each weight up in a
+// shared-memory table, and its tensor-core one (levels by byte permutes) measured 1.12-1.22x faster
+// at one row on the four Llama-3.1-8B shapes (H100, docs/perf/fp4-g128-bits-2026-11-27.md).
 TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M) {
   TunedChoice c;
-  c.engine = M >= 2 && format != "razer-fp3-g128" && K % 64 == 0 ? Engine::tensor_cores : Engine::cuda_cores;
+  const bool tensor_rows = M >= 2 || format == "nf4";
+  c.engine = tensor_rows && format != "razer-fp3-g128" && K % 64 == 0 ? Engine::tensor_cores : Engine::cuda_cores;
   c.fp4_decode = Fp4Decode::bits;
   c.rows_per_warp = kDefaultRowsPerWarp;
   // Tensor cores: one row block per CTA up to 4 tokens, then two (one B fragment of X serves
