@@ -74,8 +74,8 @@ __device__ __forceinline__ uint32_t fp4x2_special_h(uint32_t w, int p, const Nib
   return razer ? select_h(v, fl, p, sv2) : v;
 }
 constexpr float kFp4BitsFactor = 16384.0f;  // 2^14
-// 2^7, 2^8, 2^-7 in both halves of an fp16 pair
-constexpr uint32_t kFp16TwoPow7x2 = 0x58005800u, kFp16TwoPow8x2 = 0x5C005C00u, kFp16TwoPowMinus7x2 = 0x20002000u;
+// 2^7 and 2^8 in both halves of an fp16 pair
+constexpr uint32_t kFp16TwoPow7x2 = 0x58005800u, kFp16TwoPow8x2 = 0x5C005C00u;
 
 // fp16 pair product on raw bits (IEEE, subnormals kept).
 __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
