@@ -259,6 +259,40 @@ TEST(GemvHalfSums, StayFiniteForLargeActivations) {
   }
 }
 
+// The RaZeR formats' CUDA-core GEMV looks codes up in byte tables when both special values have a
+// zero fp16 low byte (5 and 8: at most three significant bits) and decodes by bit placement with a
+// select otherwise (4.5 = 1.001b x 4, 9.5 = 1.0011b x 8): both against the reference, with the
+// special-value code in use.
+TEST(GemvRazer, TableAndBitPlacementSpecialValues) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  const int64_t N = 45, K = 640;
+  for (const std::string format : {"nvfp4-razer", "razer-fp4-g128"})
+    for (const auto [a, b] : {std::pair{5.0f, 8.0f}, std::pair{4.5f, 9.5f}}) {
+      SCOPED_TRACE(format + " sv " + std::to_string(a) + " / " + std::to_string(b));
+      QuantOptions o;
+      o.sv_a = a, o.sv_b = b;
+      const PackedTensor t = quantize(format, random_weights(N, K, g).data(), N, K, o);
+      ASSERT_EQ(t.sv_a, a);
+      int64_t specials = 0;
+      for (uint8_t byte : t.qweight) specials += ((byte & 15) == 8) + ((byte >> 4) == 8);
+      ASSERT_GT(specials, 0);
+      const std::vector<float> wq = dequantize(t);
+      const DeviceWeight dw = upload(t, format);
+      LinearOptions cc;
+      cc.engine = Engine::cuda_cores;
+      for (int M : {1, 3}) {
+        const std::vector<uint16_t> x = random_x(M, K, g);
+        const Reference ref = reference(x, wq, M, N, K, half_run(format));
+        GpuBuffer<uint16_t> dx(x), dy(size_t(M * N));
+        dy.poison();
+        linear(dx.get(), M, dw, dy.get(), nullptr, cc);
+        expect_close(dy.host(), ref, "M=" + std::to_string(M), 0.0, true);
+      }
+    }
+}
+
 // MXFP4's tile layout scales in fp16 relative to the tensor's largest block scale, exact while the
 // blocks with a nonzero code span at most 2^24: at exactly 2^24 the tensor cores must match the
 // reference (all-zero blocks with any exponent, 0 and 254 here, do not count), at 2^25 the tensor

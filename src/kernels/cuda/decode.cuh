@@ -77,6 +77,53 @@ constexpr float kFp4BitsFactor = 16384.0f;  // 2^14
 // 2^7 and 2^8 in both halves of an fp16 pair
 constexpr uint32_t kFp16TwoPow7x2 = 0x58005800u, kFp16TwoPow8x2 = 0x5C005C00u;
 
+// FP4 E2M1 magnitude m (0..7) times 2^-k as an fp16 high byte (the low byte is 0: the values have
+// at most two significant bits, and k <= 13 keeps 0.5 * 2^-k a normal fp16).
+constexpr uint32_t fp4_mag_hi_byte(int m, int k) {
+  const int exp = m == 1 ? -1 : (m >> 1) - 1;  // value 2^exp * (1 + mant / 2); m = 1 is 0.5
+  const int mant = m >= 2 ? (m & 1) : 0;
+  return m == 0 ? 0u : uint32_t((exp - k + 15) << 2 | mant << 1);
+}
+// The high bytes of magnitudes m0 .. m0 + 3 (times 2^-k), each OR-ed with sign, as one table word.
+constexpr uint32_t fp4_mag_hi_bytes4(int m0, int k, uint32_t sign) {
+  uint32_t w = 0;
+  for (int i = 0; i < 4; ++i) w |= (fp4_mag_hi_byte(m0 + i, k) | sign) << (8 * i);
+  return w;
+}
+// A special value x 2^-14 (fp16 bits, sign included, in the low half of sv2) as the fp16 high
+// byte of sv x 2^-k; exact where its low byte is 0 (razer_sv_fits_hi_byte).
+template <int k>
+__device__ __forceinline__ uint32_t sv_hi_byte(uint32_t sv2) {
+  return ((sv2 >> 8) & 0xFFu) + uint32_t(14 - k) * 4u;  // exponent + (14 - k); sv2 is normal
+}
+
+// RaZeR's sixteen FP4 codes (S EEM, -0 the special value) of x as four fp16 pairs (pair p:
+// elements p and p + 4) equal to value x 2^-k, looked up instead of built. Per four codes, two
+// PRMTs take their fp16 high bytes from the 8-byte table of codes 0-7 and from that of codes 8-15
+// (entry 0: the special value's byte sv_hi, sign included), a third PRMT marks the codes with bit
+// 3 set, and one LOP3 merges them; one PRMT and one AND per pair then place the bytes. About 21
+// operations per word, against about 32 for bit placement with its select and scaling. Exact
+// where the special values' fp16 low bytes are 0 (at most three significant bits, as the default
+// 5 and 8; razer_sv_fits_hi_byte): the caller checks.
+template <int k>
+__device__ __forceinline__ void razer_fp4x8_table_h(uint32_t x, uint32_t sv_hi, uint32_t (&h)[4]) {
+  static_assert(k >= 0 && k <= 13, "0.5 x 2^-k must be a normal fp16");
+  constexpr uint32_t p0 = fp4_mag_hi_bytes4(0, k, 0), p1 = fp4_mag_hi_bytes4(4, k, 0);
+  constexpr uint32_t n0 = fp4_mag_hi_bytes4(0, k, 0x80u) & ~0xFFu, n1 = fp4_mag_hi_bytes4(4, k, 0x80u);
+  const uint32_t t1 = n0 | sv_hi;
+  const uint32_t sel = x & 0x77777777u, x4 = x << 4;
+  uint32_t b[2];  // high bytes of codes 0-3, 4-7
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const uint32_t s = hh ? sel >> 16 : sel;
+    // bytes 0xFF where the code's bit 3 is set (bits 4i + 3 of x sit at a byte's top in x or x4)
+    const uint32_t m = prmt2(x, x4, hh ? 0xBFAEu : 0x9D8Cu);
+    b[hh] = (prmt2(p0, p1, s) & ~m) | (prmt2(t1, n1, s) & m);
+  }
+#pragma unroll
+  for (int p = 0; p < 4; ++p) h[p] = prmt2(b[0], b[1], 0x4400u + 0x1111u * p) & 0xFF00FF00u;
+}
+
 // fp16 pair product on raw bits (IEEE, subnormals kept).
 __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
   __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));

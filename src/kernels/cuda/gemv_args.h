@@ -86,6 +86,9 @@ constexpr int mma_ctas_per_sm(int token_tiles, int row_blocks) {
 
 // Host: fills a.sv_h2 from a.sv_a / a.sv_b (the FP4 bit decoders' value * 2^-14 scaling).
 void fill_sv_table(GemvArgs& a);
+// Host: whether both special values of a.sv_h2 (filled) have a zero fp16 low byte, so that the
+// RaZeR table decoders (razer_fp4x8_table_h) are exact; else the bit-placement select decodes.
+inline bool razer_sv_fits_hi_byte(const GemvArgs& a) { return ((a.sv_h2[0] | a.sv_h2[1]) & 0xFFu) == 0; }
 // Host: fills a.nf4_h from the NF4 levels rounded to fp16.
 void fill_nf4_table(GemvArgs& a);
 

@@ -1,6 +1,7 @@
-// FP4 group-128 GEMV, plain (fp4-g128) and RaZeR (razer-fp4-g128), with the bit-placement decode
-// of NVFP4 (decode.cuh) on the codes as serialized; RaZeR's -0 codes take the group's special
-// value by the same select as nvfp4-razer's. FP16 scale words as serialized (RaZeR: bit 15 the sv
+// FP4 group-128 GEMV, plain (fp4-g128) and RaZeR (razer-fp4-g128), on the codes as serialized:
+// the bit-placement decode of NVFP4 (decode.cuh), RaZeR's -0 codes taking the group's special
+// value by the same select as nvfp4-razer's; on CUDA cores RaZeR looks its codes up in byte
+// tables where its special values allow. FP16 scale words as serialized (RaZeR: bit 15 the sv
 // sign, bit 14 the sv magnitude select, the rest the scale).
 // Paper 001's Listing 1 decodes repacked {E1 E0 M S} nibbles instead; it needs about twice the
 // operations per pair, and the one-row GEMV is issue-bound (docs/perf/fp4-g128-bits-2026-11-27.md).
@@ -44,8 +45,21 @@ struct Fp4G128 {
   }
 };
 
+// RaZeR-FP4-g128 on CUDA cores with its codes looked up (razer_fp4x8_table_h): the same values
+// as Fp4G128<true>'s decode8_h (value x 2^-7) with fewer operations, for special values that fit
+// an fp16 high byte (launch_razer_fp4_g128 checks).
+struct Fp4G128RazerTable : Fp4G128<true> {
+  static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const Meta& m, const GemvArgs&,
+                                                   uint32_t (&h)[4]) {
+    razer_fp4x8_table_h<7>(word_of(w, e), sv_hi_byte<7>(m.svh), h);
+  }
+};
+
 void launch_fp4_g128(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Fp4G128<false>>(a, r, s); }
-void launch_razer_fp4_g128(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Fp4G128<true>>(a, r, s); }
+void launch_razer_fp4_g128(const GemvArgs& a, int r, cudaStream_t s) {
+  if (razer_sv_fits_hi_byte(a)) launch_gemv<Fp4G128RazerTable>(a, r, s);
+  else launch_gemv<Fp4G128<true>>(a, r, s);
+}
 void launch_mma_fp4_g128(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Fp4G128<false>>(a, s); }
 void launch_mma_razer_fp4_g128(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Fp4G128<true>>(a, s); }
 

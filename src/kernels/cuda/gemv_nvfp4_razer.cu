@@ -1,5 +1,6 @@
-// NVFP4-RaZeR GEMV: the bit-placement decoder (-0 selects the block's special value) and the
-// shared-memory table decoder (four tables, one per special value).
+// NVFP4-RaZeR GEMV: the bit-placement decoder (-0 selects the block's special value; by byte
+// table where the special values allow) and the shared-memory table decoder (four tables, one per
+// special value).
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
 #include "gemv_stream.cuh"
@@ -7,7 +8,10 @@
 
 namespace nibble::cuda::detail {
 
-void launch_nvfp4_razer_bits(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nvfp4Bits<true>>(a, r, s); }
+void launch_nvfp4_razer_bits(const GemvArgs& a, int r, cudaStream_t s) {
+  if (razer_sv_fits_hi_byte(a)) launch_gemv<Nvfp4RazerTable>(a, r, s);
+  else launch_gemv<Nvfp4Bits<true>>(a, r, s);
+}
 void launch_nvfp4_razer_lut(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nvfp4Lut<true>>(a, r, s); }
 void launch_mma_nvfp4_razer(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Nvfp4Bits<true>>(a, s); }
 void launch_stream_nvfp4_razer(const GemvArgs& a, cudaStream_t s) {
