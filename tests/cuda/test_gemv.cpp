@@ -39,6 +39,13 @@ std::vector<float> random_weights(int64_t N, int64_t K, std::mt19937_64& g) {
   return w;
 }
 
+// How many FP4 codes of t are 0b1000 (RaZeR's special value).
+int64_t fp4_special_codes(const PackedTensor& t) {
+  int64_t n = 0;
+  for (uint8_t b : t.qweight) n += ((b & 15) == 8) + ((b >> 4) == 8);
+  return n;
+}
+
 std::vector<uint16_t> random_x(int M, int64_t K, std::mt19937_64& g) {
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<uint16_t> x(size_t(M * K));
@@ -123,7 +130,7 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
         specials += __builtin_popcount(p[2] & ~p[1] & ~p[0]);
       }
     } else {
-      for (uint8_t b : t.qweight) specials += ((b & 15) == 8) + ((b >> 4) == 8);
+      specials = fp4_special_codes(t);
     }
     ASSERT_GT(specials, 0) << "no special-value codes in the test weights";
   }
@@ -275,9 +282,7 @@ TEST(GemvRazer, TableAndBitPlacementSpecialValues) {
       o.sv_a = a, o.sv_b = b;
       const PackedTensor t = quantize(format, random_weights(N, K, g).data(), N, K, o);
       ASSERT_EQ(t.sv_a, a);
-      int64_t specials = 0;
-      for (uint8_t byte : t.qweight) specials += ((byte & 15) == 8) + ((byte >> 4) == 8);
-      ASSERT_GT(specials, 0);
+      ASSERT_GT(fp4_special_codes(t), 0);
       const std::vector<float> wq = dequantize(t);
       const DeviceWeight dw = upload(t, format);
       LinearOptions cc;

@@ -58,6 +58,12 @@ __device__ __forceinline__ uint32_t pair_mask(const NibbleFlags& fl, int p) {
   return prmt2(src, 0u, p < 2 ? 0xAA88u : 0xBB99u);
 }
 
+// 0xFF in byte i where code 4h + i of x (i = 0..3; element i in bits 4i..4i+3) has bit 3 set, for
+// merging the lookups of a 16-entry byte table done as two 8-entry PRMTs. x4 = x << 4: bits 4i + 3
+// of x sit at a byte's top in x or x4, and PRMT's sign-replicate mode spreads them.
+__device__ __forceinline__ uint32_t code_bit3_bytes(uint32_t x, uint32_t x4, int h) {
+  return prmt2(x, x4, h ? 0xBFAEu : 0x9D8Cu);
+}
 // fp16 pair h with the halves flagged in pair p replaced by the matching half of sv2.
 __device__ __forceinline__ uint32_t select_h(uint32_t h, const NibbleFlags& fl, int p, uint32_t sv2) {
   const uint32_t m = pair_mask(fl, p);
@@ -116,8 +122,7 @@ __device__ __forceinline__ void razer_fp4x8_table_h(uint32_t x, uint32_t sv_hi, 
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const uint32_t s = hh ? sel >> 16 : sel;
-    // bytes 0xFF where the code's bit 3 is set (bits 4i + 3 of x sit at a byte's top in x or x4)
-    const uint32_t m = prmt2(x, x4, hh ? 0xBFAEu : 0x9D8Cu);
+    const uint32_t m = code_bit3_bytes(x, x4, hh);
     b[hh] = (prmt2(p0, p1, s) & ~m) | (prmt2(t1, n1, s) & m);
   }
 #pragma unroll

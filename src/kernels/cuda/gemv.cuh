@@ -334,4 +334,12 @@ void launch_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
   }
 }
 
+// RaZeR formats on CUDA cores: the byte-table decoder (Table) where both special values fit an
+// fp16 high byte, else bit placement with the select (Bits).
+template <class Table, class Bits>
+void launch_razer_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
+  if (razer_sv_fits_hi_byte(a)) launch_gemv<Table>(a, rows_per_warp, s);
+  else launch_gemv<Bits>(a, rows_per_warp, s);
+}
+
 }  // namespace nibble::cuda::detail

@@ -57,8 +57,7 @@ struct Fp4G128RazerTable : Fp4G128<true> {
 
 void launch_fp4_g128(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Fp4G128<false>>(a, r, s); }
 void launch_razer_fp4_g128(const GemvArgs& a, int r, cudaStream_t s) {
-  if (razer_sv_fits_hi_byte(a)) launch_gemv<Fp4G128RazerTable>(a, r, s);
-  else launch_gemv<Fp4G128<true>>(a, r, s);
+  launch_razer_gemv<Fp4G128RazerTable, Fp4G128<true>>(a, r, s);
 }
 void launch_mma_fp4_g128(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Fp4G128<false>>(a, s); }
 void launch_mma_razer_fp4_g128(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Fp4G128<true>>(a, s); }

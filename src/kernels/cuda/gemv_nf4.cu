@@ -39,8 +39,7 @@ struct Nf4 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // codes 4h .. 4h + 3
       const uint32_t s = h ? sel >> 16 : sel;
-      // bytes 0xFF where the code's bit 3 is set (bits 4k + 3 of x sit at a byte's top in x or x4)
-      const uint32_t m = prmt2(x, x4, h ? 0xBFAEu : 0x9D8Cu);
+      const uint32_t m = code_bit3_bytes(x, x4, h);
       const uint32_t lo = (prmt2(a.nf4_h[0], a.nf4_h[1], s) & ~m) | (prmt2(a.nf4_h[2], a.nf4_h[3], s) & m);
       const uint32_t hi = (prmt2(a.nf4_h[4], a.nf4_h[5], s) & ~m) | (prmt2(a.nf4_h[6], a.nf4_h[7], s) & m);
       A[2 * h] = prmt2(lo, hi, 0x5140u), A[2 * h + 1] = prmt2(lo, hi, 0x7362u);

@@ -9,8 +9,7 @@
 namespace nibble::cuda::detail {
 
 void launch_nvfp4_razer_bits(const GemvArgs& a, int r, cudaStream_t s) {
-  if (razer_sv_fits_hi_byte(a)) launch_gemv<Nvfp4RazerTable>(a, r, s);
-  else launch_gemv<Nvfp4Bits<true>>(a, r, s);
+  launch_razer_gemv<Nvfp4RazerTable, Nvfp4Bits<true>>(a, r, s);
 }
 void launch_nvfp4_razer_lut(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nvfp4Lut<true>>(a, r, s); }
 void launch_mma_nvfp4_razer(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Nvfp4Bits<true>>(a, s); }

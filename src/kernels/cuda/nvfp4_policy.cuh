@@ -78,7 +78,6 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
 // as Nvfp4Bits<true>'s decode8_h (value x 2^-6) with about two thirds of the operations, for
 // special values that fit an fp16 high byte (launch_nvfp4_razer_bits checks).
 struct Nvfp4RazerTable : Nvfp4Bits<true> {
-  using B = Nvfp4Base<true>;
   static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const B::Meta& m, const GemvArgs& a,
                                                    uint32_t (&h)[4]) {
     razer_fp4x8_table_h<6>(word_of(w, e), sv_hi_byte<6>(B::block_sv_h2(m, e / 2, a)), h);
