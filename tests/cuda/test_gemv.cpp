@@ -266,6 +266,37 @@ TEST(GemvHalfSums, StayFiniteForLargeActivations) {
   }
 }
 
+// The output layer's FP16 GEMV with FP32 outputs (linear_fp16_f32out): odd N, fresh random W and
+// x, FP32 sums against float64 (no fp16 rounding of the outputs), and its argument checks.
+TEST(GemvFp16F32Out, MatchesFloat64Reference) {
+  std::mt19937_64 g(std::random_device{}());
+  for (const auto [N, K] : {std::pair<int64_t, int64_t>{1001, 4104}, {37, 8}, {4099, 512}}) {
+    std::vector<float> w = random_weights(N, K, g);
+    std::vector<uint16_t> wh(w.size());
+    for (size_t i = 0; i < w.size(); ++i) wh[i] = float_to_half(w[i]), w[i] = half_to_float(wh[i]);
+    const std::vector<uint16_t> x = random_x(1, K, g);
+    const Reference ref = reference(x, w, 1, N, K, 0);
+    GpuBuffer<uint16_t> dx(x), dw(wh);
+    GpuBuffer<float> dy{size_t(N)};
+    dy.poison();
+    linear_fp16_f32out(dx.get(), dw.get(), N, K, dy.get(), nullptr);
+    const std::vector<float> y = dy.host();
+    int bad = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const double tol = 1e-5 * ref.mag[size_t(n)] + 1e-12;
+      if (!std::isfinite(y[size_t(n)]) || std::fabs(double(y[size_t(n)]) - ref.y[size_t(n)]) > tol)
+        if (++bad <= 5)
+          ADD_FAILURE() << N << "x" << K << ": y[" << n << "] = " << y[size_t(n)] << ", reference " << ref.y[size_t(n)];
+    }
+    EXPECT_EQ(bad, 0) << N << "x" << K;
+  }
+  GpuBuffer<uint16_t> x(std::vector<uint16_t>(16)), w(std::vector<uint16_t>(16 * 12));
+  GpuBuffer<float> y{16};
+  EXPECT_THROW(linear_fp16_f32out(x.get(), w.get(), 16, 12, y.get(), nullptr), Error);  // K % 8
+  EXPECT_THROW(linear_fp16_f32out(x.get(), w.get(), 0, 8, y.get(), nullptr), Error);
+  EXPECT_THROW(linear_fp16_f32out(nullptr, w.get(), 16, 8, y.get(), nullptr), Error);
+}
+
 // The RaZeR formats' CUDA-core GEMV looks codes up in byte tables when both special values have a
 // zero fp16 low byte (5 and 8: at most three significant bits) and decodes by bit placement with a
 // select otherwise (4.5 = 1.001b x 4, 9.5 = 1.0011b x 8): both against the reference, with the

@@ -114,6 +114,11 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaSt
 void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
             const LinearOptions& opt = {});
 
+// y = x · W^T for one row x [K] and a plain row-major FP16 W [N, K] held by the caller (an output
+// layer, or the embedding table it is tied to), FP32 y [N]: the FP16 GEMV of linear() with FP32
+// outputs (K a multiple of 8; x, W 16-byte aligned). At one row it reads W faster than cuBLAS.
+void linear_fp16_f32out(const uint16_t* x, const uint16_t* w, int64_t N, int64_t K, float* y, cudaStream_t stream);
+
 // Whether linear() can split K over a cluster of CTAs on tensor cores (k_splits > 1): sm_90.
 bool tensor_core_splits_supported();
 

@@ -179,4 +179,19 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
   NIBBLE_CUDA_CHECK(cudaGetLastError());
 }
 
+void linear_fp16_f32out(const uint16_t* x, const uint16_t* w, int64_t N, int64_t K, float* y, cudaStream_t stream) {
+  if (N < 1 || N > INT32_MAX || K < 8 || K % 8 != 0 || K > INT32_MAX)
+    throw Error(fmt::format("linear_fp16_f32out: W is [{}, {}] (N >= 1, K a positive multiple of 8)", N, K));
+  if (!x || !w || !y || !aligned16(x) || !aligned16(w))
+    throw Error("linear_fp16_f32out: x, W (16-byte aligned) and y must be device pointers");
+  detail::GemvArgs a;
+  a.q = reinterpret_cast<const uint8_t*>(w);
+  a.x = reinterpret_cast<const __half*>(x);
+  a.yf = y;
+  a.M = 1, a.N = int(N), a.K = int(K);
+  a.k_splits = default_k_splits(Engine::cuda_cores, "fp16", K, N, 1, 1);
+  detail::launch_fp16(a, 2, stream);
+  NIBBLE_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace nibble::cuda

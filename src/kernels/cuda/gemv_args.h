@@ -39,12 +39,17 @@ struct GemvArgs {
   // silu(gate) * up, each of the two first rounded to fp16 as the unfused GEMV would, then the
   // expression of ops::silu_mul. Scales: out_scale (gate), out_scale1 (up).
   bool silu_pairs = false;
+  // One plain weight (n0 = 0, no silu pairs) may write FP32 outputs [M, N] here instead of y: the
+  // output layer's logits (linear_fp16_f32out).
+  float* yf = nullptr;
 };
 
 #ifdef __CUDACC__
 // Stores output (m, row) = v * out_scale * factor (factor: the format's kOutFactor) where it goes.
 __device__ __forceinline__ void store_y(const GemvArgs& a, int m, int row, float v, float factor) {
-  if (a.n0 == 0) {
+  if (a.yf) {
+    a.yf[size_t(m) * a.N + row] = v * (a.out_scale * factor);
+  } else if (a.n0 == 0) {
     a.y[size_t(m) * a.N + row] = __float2half_rn(v * (a.out_scale * factor));
   } else if (row < a.n0) {
     a.y[size_t(m) * a.n0 + row] = __float2half_rn(v * (a.out_scale * factor));
