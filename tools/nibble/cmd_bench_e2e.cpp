@@ -46,6 +46,7 @@ struct Options {
   int max_context = 0;  // KV-cache positions per slot (0: what the prompt and the steps need)
   bool quantize_lm_head = false;
   bool profile = false;  // time one decode step op by op per batch size
+  bool in_step = false;  // time the graph step with each op left out in turn, per batch size
   bool no_stack = false;  // q/k/v and gate/up as separate launches (DeviceModelOptions::stack_linears)
   double time_limit = 0;  // seconds; 0: none
   std::string json, md, tuning;
@@ -59,6 +60,9 @@ struct Row {
          sampled_pct = 0;
   double weight_bytes = 0, kv_bytes = 0, fp16_tps = 0;
   std::vector<OpTime> profile;  // --profile: the median step of kProfileSteps, op by op
+  // --in-step: the greedy graph step (us) with each op left out ("": none, timed first and last)
+  std::vector<std::pair<std::string, double>> in_step;
+  int layers = 0;
 };
 
 constexpr int kPromptVocab = 49152;  // the stand-in tokenizer's size: prompts stay inside it
@@ -200,16 +204,43 @@ std::vector<OpTime> profile_decode(Batch& b, std::vector<int32_t>& tokens) {
   return out;
 }
 
-// Prefills slots [0, B) with the prompt, then runs the decode passes; fills the row's step_us,
-// tps, sampled_pct, reset_pct, entropy_pct (and profile).
-void bench_batch(Batch& b, const Model& m, const std::vector<int32_t>& prompt, int steps, bool profile, Row& r) {
-  const int B = r.batch;
+// Prefills slots [0, B) with the prompt; each slot's greedy next token.
+std::vector<int32_t> prefill_slots(Batch& b, const std::vector<int32_t>& prompt, int B) {
   std::vector<int32_t> tokens(static_cast<size_t>(B));
   for (int s = 0; s < B; ++s) {
     b.reset(s);
     const std::vector<float> logits = b.prefill(s, prompt);
     tokens[size_t(s)] = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
+  return tokens;
+}
+
+// --in-step: greedy graph steps of B rows with each decode op left out of every layer in turn
+// (Batch::skip_decode_ops; timing only), each from a fresh prefill so the context stays that of
+// the prompt; the full step is timed first and last. An op's cost inside the graph, neighbours
+// and programmatic dependent launch included, is the full step's time minus the step without it.
+std::vector<std::pair<std::string, double>> in_step_steps(Batch& b, const Model& m, const std::vector<int32_t>& prompt,
+                                                          int steps, int B) {
+  std::vector<std::string> ops{""};
+  for (const std::string& op : Batch::decode_op_names()) ops.push_back(op);
+  ops.push_back("");
+  ResetRows unused(B, m.tokenizer());
+  std::vector<std::pair<std::string, double>> out;
+  for (const std::string& op : ops) {
+    std::vector<int32_t> tokens = prefill_slots(b, prompt, B);
+    b.skip_decode_ops(op.empty() ? std::vector<std::string>{} : std::vector<std::string>{op});
+    time_decode(b, tokens, kWarmupSteps, Mode::greedy, unused);  // captures the graph
+    out.emplace_back(op, time_decode(b, tokens, steps, Mode::greedy, unused) * 1e6);
+  }
+  b.skip_decode_ops({});
+  return out;
+}
+
+// Prefills slots [0, B) with the prompt, then runs the decode passes; fills the row's step_us,
+// tps, sampled_pct, reset_pct, entropy_pct (and profile).
+void bench_batch(Batch& b, const Model& m, const std::vector<int32_t>& prompt, int steps, bool profile, Row& r) {
+  const int B = r.batch;
+  std::vector<int32_t> tokens = prefill_slots(b, prompt, B);
   ResetRows reset(B, m.tokenizer());
   time_decode(b, tokens, kWarmupSteps, Mode::reset, reset);  // captures the graph, warms every path
   std::map<Mode, double> t;  // mean seconds per step
@@ -256,6 +287,7 @@ void bench_format(const std::string& dir, const std::string& format, const Optio
       r.prefill_tps = prefill_tps;
       r.weight_bytes = double(dm.weight_bytes());
       bench_batch(b, *m, prompt, o.steps, o.profile, r);
+      if (o.in_step) r.in_step = in_step_steps(b, *m, prompt, o.steps, B), r.layers = m->config().num_layers;
       r.floor_us = (r.weight_bytes + r.kv_bytes) / (copy_gbps * 1e3);
       std::fprintf(stderr,
                    "bench e2e:   batch %d: %.1f tokens/s, %.0f us/step (floor %.0f us), top-p sampling %+.2f%%, "
@@ -279,6 +311,26 @@ std::string profile_markdown(const std::vector<Row>& rows) {
         r.model, r.format, r.kv_cache, r.batch, total, r.step_us);
     for (const OpTime& t : r.profile)
       md += fmt::format("| {} | {} | {:.1f} | {:.1f} |\n", t.op, t.calls, t.us, 100.0 * t.us / total);
+  }
+  return md;
+}
+
+// The --in-step tables: each decode op's cost inside the graph step, per row.
+std::string in_step_markdown(const std::vector<Row>& rows) {
+  std::string md;
+  for (const Row& r : rows) {
+    if (r.in_step.size() < 2) continue;
+    const double full = (r.in_step.front().second + r.in_step.back().second) / 2;
+    md += fmt::format(
+        "\n## In-step costs: {} {} KV {} batch {} (greedy graph steps, each op left out of all {} layers in turn; "
+        "full step {:.0f} / {:.0f} us, timed first and last)\n\n| op left out | step us | cost per step us | per layer "
+        "us | % of step |\n|---|---|---|---|---|\n",
+        r.model, r.format, r.kv_cache, r.batch, r.layers, r.in_step.front().second, r.in_step.back().second);
+    for (size_t i = 1; i + 1 < r.in_step.size(); ++i) {
+      const double cost = full - r.in_step[i].second;
+      md += fmt::format("| {} | {:.0f} | {:.1f} | {:.2f} | {:.1f} |\n", r.in_step[i].first, r.in_step[i].second, cost,
+                        cost / r.layers, 100.0 * cost / full);
+    }
   }
   return md;
 }
@@ -315,11 +367,13 @@ void write_results(const std::vector<Row>& rows, const DeviceInfo& dev, double c
                  {"context", r.context}, {"copy_gbps", copy_gbps}, {"load_s", r.load_s}, {"upload_s", r.upload_s}, {"prompt", o.prompt},
                  {"steps", o.steps}});
     for (const OpTime& t : r.profile) j.back()["profile"].push_back({{"op", t.op}, {"calls", t.calls}, {"us", t.us}});
+    for (const auto& [op, us] : r.in_step) j.back()["in_step"].push_back({{"left_out", op}, {"step_us", us}});
     md += fmt::format("| {} | {} | {} | {} | {:.0f} | {:.1f} | {:.0f} | {:.0f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
                       r.model, r.format, r.kv_cache, r.batch, r.prefill_tps, r.tps, r.step_us, r.floor_us, pct, speedup,
                       r.sampled_pct, r.reset_pct, r.entropy_pct);
   }
   md += profile_markdown(rows);
+  md += in_step_markdown(rows);
   if (print) std::fputs(md.c_str(), stdout);
   auto save = [](const std::string& path, const std::string& text, const char* flag) {
     if (path.empty()) return;
@@ -405,6 +459,9 @@ static void setup_bench_e2e(CLI::App& app) {
                   "KV-cache positions per slot, as a server would size it (default: what the prompt and the steps need)");
   cmd->add_flag("--no-stack", opt->no_stack, "run q/k/v and gate/up as separate GEMV launches (for comparison)");
   cmd->add_flag("--profile", opt->profile, "also time one decode step op by op per batch size (Markdown: a table per row)");
+  cmd->add_flag("--in-step", opt->in_step,
+                "also time the graph step with each op left out of every layer in turn: each op's cost inside the "
+                "step (timing only; Markdown: a table per row)");
   cmd->add_flag("--quantize-lm-head", opt->quantize_lm_head, "also quantize the output layer (default: kept as stored)");
   cmd->add_option("--time-limit", opt->time_limit, "seconds: start no format that would end after this (0: none)");
   cmd->add_option("--tuning", opt->tuning, "tuning table (from `nibble tune`) for the dispatcher");
@@ -418,7 +475,7 @@ NIBBLE_COMMAND(setup_bench_e2e);
 
 static void setup_bench_e2e(CLI::App& app) {
   nibble::cli::add_cuda_only_command(nibble::cli::bench_group(app), "e2e", "bench e2e", "Whole models on the GPU",
-                                     {"-m,--model", "--formats", "--kv-cache", "--prompt", "--batches", "--steps", "--time-limit", "--tuning", "--json", "--md"}, {"--quantize-lm-head"});
+                                     {"-m,--model", "--formats", "--kv-cache", "--prompt", "--batches", "--steps", "--time-limit", "--tuning", "--json", "--md"}, {"--quantize-lm-head", "--in-step"});
 }
 NIBBLE_COMMAND(setup_bench_e2e);
 

@@ -138,6 +138,14 @@ class Batch {
   // step(), timed op by op (no graph; the kernels run back to back once the step is queued):
   // where a decode step's time goes, per op name in order of first launch.
   std::vector<OpTime> profile_step(std::span<const int> slots, std::span<const int32_t> tokens);
+  // Diagnostics (`bench e2e --in-step`): later decode steps leave these ops out of every layer
+  // (names from decode_op_names()), so that a step's time without an op is that op's cost inside
+  // the captured graph. The outputs are then meaningless: timing only. Empty: every op runs (the
+  // default). Throws nibble::Error naming an unknown op.
+  void skip_decode_ops(std::span<const std::string> ops);
+  // A decode step's ops per layer, in order: qkv, qk_norm_rope_store, attention, o, ffn_norm
+  // (residual add + RMSNorm), gate_up_silu, down, next_norm (residual add + the next norm).
+  static const std::vector<std::string>& decode_op_names();
 
   void reset(int slot);  // position 0
   int position(int slot) const;

@@ -1,7 +1,15 @@
 // The forward pass of one step on the device: the CUDA twin of Session::forward
 // (src/model/session.cpp), with FP16 activations around an FP32 residual stream.
 #include "model/cuda/batch_impl.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "nibble/cuda/check.h"
 #include "nibble/cuda/ops.h"
+#include "nibble/error.h"
 
 namespace nibble::cuda {
 
@@ -15,32 +23,49 @@ void Batch::Impl::forward(int T, bool decode, int prefill_slot, int pos0, int n_
   mark("rmsnorm");
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const DeviceLayer& L = m.layers[l];
-    L.run_qkv(xn.get(), T, q.get(), k.get(), v.get(), ex);
+    if (runs("qkv", decode)) L.run_qkv(xn.get(), T, q.get(), k.get(), v.get(), ex);
     mark("qkv");
     const ops::KvCache kv = kv_cache(int(l));
-    ops::qk_norm_rope_store(q.get(), k.get(), v.get(), T, nh, nkv, d, c.qk_norm ? L.q_norm.get() : nullptr,
-                            c.qk_norm ? L.k_norm.get() : nullptr, eps, rope.get(), slot, pos, kv, stream);
+    if (runs("qk_norm_rope_store", decode))
+      ops::qk_norm_rope_store(q.get(), k.get(), v.get(), T, nh, nkv, d, c.qk_norm ? L.q_norm.get() : nullptr,
+                              c.qk_norm ? L.k_norm.get() : nullptr, eps, rope.get(), slot, pos, kv, stream);
     mark("qk_norm_rope_store");
-    if (decode)
-      ops::attention_decode(q.get(), T, slot, pos, attn_hint, kv, nh, nkv, d, att.get(), attn_ws.get(), stream);
-    else
+    if (!decode)
       ops::attention_prefill(q.get(), T, prefill_slot, pos0, kv, nh, nkv, d, att.get(), stream);
+    else if (runs("attention", decode))
+      ops::attention_decode(q.get(), T, slot, pos, attn_hint, kv, nh, nkv, d, att.get(), attn_ws.get(), stream);
     mark("attention");
-    L.o.run(att.get(), T, tmp.get(), ex);
+    if (runs("o", decode)) L.o.run(att.get(), T, tmp.get(), ex);
     mark("o");
-    ops::add_rmsnorm(x.get(), tmp.get(), L.ffn_norm.get(), T, H, eps, xn.get(), stream);
+    if (runs("ffn_norm", decode)) ops::add_rmsnorm(x.get(), tmp.get(), L.ffn_norm.get(), T, H, eps, xn.get(), stream);
     mark("add_rmsnorm");
-    L.run_swiglu(xn.get(), T, gate.get(), up.get(), ex);
+    if (runs("gate_up_silu", decode)) L.run_swiglu(xn.get(), T, gate.get(), up.get(), ex);
     mark("gate_up_silu");
-    L.down.run(gate.get(), T, tmp.get(), ex);
+    if (runs("down", decode)) L.down.run(gate.get(), T, tmp.get(), ex);
     mark("down");
     // the residual add fused with the next layer's input norm, or the final norm
     const float* next = l + 1 < m.layers.size() ? m.layers[l + 1].attn_norm.get() : m.final_norm.get();
-    ops::add_rmsnorm(x.get(), tmp.get(), next, T, H, eps, xn.get(), stream);
+    if (runs("next_norm", decode)) ops::add_rmsnorm(x.get(), tmp.get(), next, T, H, eps, xn.get(), stream);
     mark("add_rmsnorm");
   }
   if (n_out > 0) m.logits(xn.get() + int64_t(T - n_out) * H, n_out, logits.get(), logits16.get(), ex);
   mark("lm_head");
+}
+
+const std::vector<std::string>& Batch::decode_op_names() {
+  static const std::vector<std::string> names{"qkv",          "qk_norm_rope_store", "attention", "o", "ffn_norm",
+                                              "gate_up_silu", "down",               "next_norm"};
+  return names;
+}
+
+void Batch::skip_decode_ops(std::span<const std::string> ops) {
+  const std::vector<std::string>& known = decode_op_names();
+  for (const std::string& op : ops)
+    if (std::find(known.begin(), known.end(), op) == known.end())
+      throw Error(fmt::format("Batch::skip_decode_ops: unknown op '{}' (known: {})", op, fmt::join(known, ", ")));
+  NIBBLE_CUDA_CHECK(cudaStreamSynchronize(p_->stream));  // no captured step still running
+  p_->skipped_ops.assign(ops.begin(), ops.end());
+  p_->graphs.clear();  // the captured steps hold the old set of ops
 }
 
 void Batch::Impl::decode_step(int B) {

@@ -3,8 +3,10 @@
 // largest step, per-slot positions on the host, the decode graphs.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/cuda/decode_graphs.h"
@@ -66,9 +68,14 @@ struct Batch::Impl {
   int last_rows = 0;                    // rows of logits the last step left (0: none)
   DecodeGraphs graphs;
   StepProfiler* profiler = nullptr;     // set during profile_step: forward() marks each op
+  std::vector<std::string> skipped_ops;  // Batch::skip_decode_ops: decode ops left out (timing only)
 
   void mark(const char* op) const {
     if (profiler) profiler->mark(op);
+  }
+  // Whether forward() runs op (one of Batch::decode_op_names()) in this pass.
+  bool runs(const char* op, bool decode) const {
+    return !decode || std::find(skipped_ops.begin(), skipped_ops.end(), op) == skipped_ops.end();
   }
 
   ops::KvCache kv_cache(int layer) const;
