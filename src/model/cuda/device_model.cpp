@@ -51,11 +51,13 @@ void DeviceModel::Impl::logits(const uint16_t* xn, int M, float* out, uint16_t* 
   if (head_quantized) {
     head_quantized->run(xn, M, logits16, ex);
     ops::half_to_float(logits16, int64_t(M) * vocab, out, ex.stream);
-  } else if (M == 1 && H % 8 == 0) {  // the FP16 GEMV: 1.05 GB of Llama-3.1-8B's head read faster than cuBLAS
-    linear_fp16_f32out(xn, head_fp16.empty() ? embed.get() : head_fp16.get(), vocab, H, out, ex.stream);
-  } else {
-    ex.cublas->gemm_f32out(xn, head_fp16.empty() ? embed.get() : head_fp16.get(), out, M, int(vocab), H, ex.stream);
+    return;
   }
+  const uint16_t* head = head_fp16.empty() ? embed.get() : head_fp16.get();  // tied: the embedding table
+  if (M == 1 && H % 8 == 0)  // the FP16 GEMV: 1.05 GB of Llama-3.1-8B's head read faster than cuBLAS
+    linear_fp16_f32out(xn, head, vocab, H, out, ex.stream);
+  else
+    ex.cublas->gemm_f32out(xn, head, out, M, int(vocab), H, ex.stream);
 }
 
 DeviceModel::DeviceModel(const Model& m, const DeviceModelOptions& opt) : p_(std::make_unique<Impl>()) {
