@@ -22,6 +22,7 @@ class GpuBuffer {
   T* get() const { return p_; }
   // Fills every byte with 0xFF: an fp16 NaN in every element, so unwritten outputs show.
   void poison() { NIBBLE_CUDA_CHECK(cudaMemset(p_, 0xFF, n_ * sizeof(T))); }
+  void zero() { NIBBLE_CUDA_CHECK(cudaMemset(p_, 0, n_ * sizeof(T))); }
   std::vector<T> host() const {
     std::vector<T> out(n_);
     NIBBLE_CUDA_CHECK(cudaDeviceSynchronize());

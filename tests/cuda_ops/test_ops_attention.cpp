@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 
 #include "attention_ref.h"
 #include "nibble/cuda/ops.h"
@@ -136,54 +137,70 @@ TEST_F(OpsAttention, DecodeMatchesReference) {
       GpuBuffer<int32_t> dslot(slot), dpos(pos);
       GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(c.B, nh, d, c.max_ctx));
       out.poison();
-      ws.poison();
+      ws.zero();  // its chunk counters start at zero
       ops::attention_decode(dq.get(), c.B, dslot.get(), dpos.get(), hint, dkv.cache, nh, nkv, d, out.get(), ws.get(),
                             nullptr);
       check_decode(out.host(), q, kc, vc, slot, pos, c.s, c.max_ctx, 5e-5 * vc.max_abs(), "attention_decode", "");
     }
 }
 
-// A decode step's order on one stream: qk_norm_rope_store writes each new token's K and V rows,
-// then attention_decode, which may start before that kernel has finished (programmatic dependent
-// launch), must see the new rows. They hold NaN before the store, so a row read too early shows
-// as NaN. Identity RoPE (cos 1, sin 0), so q and k are stored as given (E4M3: quantized).
+// A decode step's order on one stream: qk_norm_rope_store normalizes and rotates q in place and
+// writes each new token's K and V rows, then attention_decode, which may start before that kernel
+// has finished (programmatic dependent launch) and may request older rows before its wait (a grid
+// resident at once: batch 1 here), must see the new q and the new rows. The rows hold NaN before
+// the store, so a row read too early shows as NaN; q / k norms and a random rotation make a q read
+// too early differ from the q the reference takes (read back after the step).
 TEST_F(OpsAttention, DecodeSeesTheRowsStoredJustBefore) {
-  const int B = 16, nh = 32, nkv = 8, d = 128, max_ctx = 600;
-  for (const ops::KvType type : kTypes) {
-    SCOPED_TRACE(type_name(type));
-    std::vector<int32_t> slot(static_cast<size_t>(B)), pos(static_cast<size_t>(B));
-    for (int b = 0; b < B; ++b) slot[size_t(b)] = b, pos[size_t(b)] = uniform_int(0, max_ctx - 1);
-    std::shuffle(slot.begin(), slot.end(), gen);
-    pos[0] = max_ctx - 1, pos[1] = 0, pos[2] = 31, pos[3] = 32, pos[4] = 63, pos[5] = 64;  // tile edges
-    std::vector<int> by_slot(static_cast<size_t>(B));  // rows below each query's position filled
-    for (int b = 0; b < B; ++b) by_slot[size_t(slot[size_t(b)])] = pos[size_t(b)];
-    const HostKv kc0 = make_cache(type, B, nkv, max_ctx, d, by_slot), vc0 = make_cache(type, B, nkv, max_ctx, d, by_slot);
-    std::vector<float> cs(size_t(max_ctx) * d, 0.0f);
-    for (int p = 0; p < max_ctx; ++p) std::fill_n(cs.begin() + size_t(p) * d, d / 2, 1.0f);
-    GpuBuffer<float> dcs(cs);
-    GpuBuffer<int32_t> dslot(slot), dpos(pos);
-    GpuBuffer<uint16_t> out(size_t(B) * nh * d);
-    GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(B, nh, d, max_ctx));
-    cudaStream_t stream;
-    NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto q = random_half(size_t(B) * nh * d, 1.5f), k = random_half(size_t(B) * nkv * d, 1.5f),
-                 v = random_half(size_t(B) * nkv * d, 1.5f);
-      GpuBuffer<uint16_t> dq(q), dk(k), dv(v);
-      DeviceKv dkv(kc0, vc0, max_ctx);
-      out.poison();
-      ops::qk_norm_rope_store(dq.get(), dk.get(), dv.get(), B, nh, nkv, d, nullptr, nullptr, 1e-6f, dcs.get(),
-                              dslot.get(), dpos.get(), dkv.cache, stream);
-      ops::attention_decode(dq.get(), B, dslot.get(), dpos.get(), max_ctx - 1, dkv.cache, nh, nkv, d, out.get(),
-                            ws.get(), stream);
-      NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
-      double vmax = vc0.max_abs();
-      for (uint16_t x : v) vmax = std::max(vmax, std::fabs(h2d(x)));
-      check_decode(out.host(), q, dkv.host(kc0, false), dkv.host(vc0, true), slot, pos, {nh, nkv, d}, max_ctx,
-                   5e-5 * vmax, "attention_decode after the store", "rep=" + std::to_string(rep) + " ");
+  const int nh = 32, nkv = 8, d = 128, max_ctx = 600;
+  std::vector<float> cs(size_t(max_ctx) * d);
+  for (int p = 0; p < max_ctx; ++p)
+    for (int i = 0; i < d / 2; ++i) {
+      const double t = 6.283185307179586 * uniform();
+      cs[size_t(p) * d + i] = float(std::cos(t)), cs[size_t(p) * d + d / 2 + i] = float(std::sin(t));
     }
-    NIBBLE_CUDA_CHECK(cudaStreamDestroy(stream));
-  }
+  GpuBuffer<float> dcs(cs);
+  std::vector<float> qn(d), kn(d);
+  for (float& w : qn) w = 1.0f + normal(0.2f);
+  for (float& w : kn) w = 1.0f + normal(0.2f);
+  GpuBuffer<float> dqn(qn), dkn(kn);
+  // One workspace for every step, zeroed once: the chunk counters must come back to zero after each
+  // step, and a step of fewer rows must find them where a larger one left them.
+  GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(16, nh, d, max_ctx));
+  ws.zero();
+  for (const int B : {16, 1, 16})
+    for (const ops::KvType type : kTypes) {
+      SCOPED_TRACE(std::string(type_name(type)) + " B=" + std::to_string(B));
+      for (int rep = 0; rep < 5; ++rep) {
+        std::vector<int32_t> slot(static_cast<size_t>(B)), pos(static_cast<size_t>(B));
+        for (int b = 0; b < B; ++b) slot[size_t(b)] = b, pos[size_t(b)] = uniform_int(0, max_ctx - 1);
+        std::shuffle(slot.begin(), slot.end(), gen);
+        const int edges[] = {max_ctx - 1, 0, 31, 32, 63, 64};  // tile and chunk edges
+        if (B > 1) std::copy(std::begin(edges), std::end(edges), pos.begin());
+        else if (rep < 4) pos[0] = edges[rep + 2];
+        std::vector<int> by_slot(static_cast<size_t>(B));  // rows below each query's position filled
+        for (int b = 0; b < B; ++b) by_slot[size_t(slot[size_t(b)])] = pos[size_t(b)];
+        const HostKv kc0 = make_cache(type, B, nkv, max_ctx, d, by_slot), vc0 = make_cache(type, B, nkv, max_ctx, d, by_slot);
+        GpuBuffer<int32_t> dslot(slot), dpos(pos);
+        GpuBuffer<uint16_t> out(size_t(B) * nh * d);
+        cudaStream_t stream;
+        NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        const auto q = random_half(size_t(B) * nh * d, 1.5f), k = random_half(size_t(B) * nkv * d, 1.5f),
+                   v = random_half(size_t(B) * nkv * d, 1.5f);
+        GpuBuffer<uint16_t> dq(q), dk(k), dv(v);
+        DeviceKv dkv(kc0, vc0, max_ctx);
+        out.poison();
+        ops::qk_norm_rope_store(dq.get(), dk.get(), dv.get(), B, nh, nkv, d, dqn.get(), dkn.get(), 1e-6f, dcs.get(),
+                                dslot.get(), dpos.get(), dkv.cache, stream);
+        ops::attention_decode(dq.get(), B, dslot.get(), dpos.get(), max_ctx - 1, dkv.cache, nh, nkv, d, out.get(),
+                              ws.get(), stream);
+        NIBBLE_CUDA_CHECK(cudaStreamSynchronize(stream));
+        NIBBLE_CUDA_CHECK(cudaStreamDestroy(stream));
+        double vmax = vc0.max_abs();
+        for (uint16_t x : v) vmax = std::max(vmax, std::fabs(h2d(x)));
+        check_decode(out.host(), dq.host(), dkv.host(kc0, false), dkv.host(vc0, true), slot, pos, {nh, nkv, d},
+                     max_ctx, 5e-5 * vmax, "attention_decode after the store", "rep=" + std::to_string(rep) + " ");
+      }
+    }
 }
 
 TEST(OpsAttentionArgs, BadShapesThrow) {

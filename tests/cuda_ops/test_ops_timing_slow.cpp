@@ -71,6 +71,7 @@ TEST(OpsTimingSlow, AttentionDecodeLlama8B) {
         for (int b = 0; b < B; ++b) slot[size_t(b)] = b;
         GpuBuffer<int32_t> ds(slot), dp(pos);
         GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(B, nh, d, ctx));
+        ws.zero();
         out.poison();
         const double us = mean_us([&] {
           ops::attention_decode(q.get(), B, ds.get(), dp.get(), ctx - 1, kv.cache, nh, nkv, d, out.get(), ws.get(),

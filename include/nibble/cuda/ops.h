@@ -41,7 +41,9 @@ void embed(const uint16_t* table, const int32_t* ids, int T, int H, float* x, cu
 void rmsnorm(const float* x, const float* w, int T, int H, float eps, uint16_t* y, cudaStream_t stream);
 
 // x[t] += float(delta[t]), then y[t] = fp16(rmsnorm(x[t]) * w): the residual add fused with the
-// next norm. y may be null (add only).
+// next norm. y may be null (add only). x and w are read while the kernel just before it in the
+// stream may still run (programmatic dependent launch), so that kernel must not write them (in a
+// step it writes delta).
 void add_rmsnorm(float* x, const uint16_t* delta, const float* w, int T, int H, float eps, uint16_t* y,
                  cudaStream_t stream);
 
@@ -78,8 +80,9 @@ void attention_prefill(const uint16_t* q, int T, int slot, int pos0, const KvCac
 
 // Decode attention: B queries, query b of slot slot[b] at position pos[b] attends to cache
 // positions 0..pos[b] of its slot. Split-K flash-decoding: the keys are cut into chunks handled by
-// separate CTAs, partial (max, sum, acc) combined by a second kernel. `workspace` must hold
-// attention_decode_workspace_bytes(B, nh, d, max_ctx) bytes. max_pos_hint bounds pos[b] (the
+// separate CTAs, whose partial (max, sum, acc) the last of them to finish combines. `workspace`
+// must hold attention_decode_workspace_bytes(B, nh, d, max_ctx) bytes and be zero-filled before
+// its first use (its chunk counters; every call leaves them zero). max_pos_hint bounds pos[b] (the
 // grid is sized for it, so a captured graph stays valid while every pos[b] <= max_pos_hint).
 // Chunks are 256 keys, or 128 / 64 when that grid would leave SMs idle; the choice depends only on
 // (B, nh, nkv, max_pos_hint, max_ctx). q, the caches and workspace must be 16-byte aligned. A row

@@ -1,12 +1,15 @@
-// Split-K decode attention (flash-decoding). Kernel 1: a CTA takes one (sequence, KV head, chunk of
-// up to 256 keys) for HPC query heads of the group. The chunk's K and V rows arrive by cp.async in
-// tiles of 8 KB each (32-128 keys by head dim and element type: FP16, or E4M3 codes whose row
-// scales arrive with them), two tiles in flight, so a CTA waits on DRAM about once instead of once
-// per dependent load of each lane; per tile it computes the scores (D/8 lanes per key), updates
-// each head's running max and sum (online softmax), rescales and accumulates P.V. The partial
-// (max, sum, acc) goes to the workspace. Kernel 2 combines the chunks of each (sequence, head).
+// Split-K decode attention (flash-decoding) in one kernel. A CTA takes one (sequence, KV head,
+// chunk of up to 256 keys) for HPC query heads of the group. The chunk's K and V rows arrive by
+// cp.async in tiles of 8 KB each (32-128 keys by head dim and element type: FP16, or E4M3 codes
+// whose row scales arrive with them), two tiles in flight, so a CTA waits on DRAM about once
+// instead of once per dependent load of each lane; per tile it computes the scores (D/8 lanes per
+// key), updates each head's running max and sum (online softmax), rescales and accumulates P.V.
+// The partial (max, sum, acc) goes to the workspace; the last CTA of a (sequence, head group) to
+// finish (a counter in the workspace) combines the chunks' partials into the output, where a
+// second kernel did before (one kernel boundary fewer per layer).
 // The grid is sized for max_pos_hint; a CTA whose chunk starts past its query's position returns
-// at once.
+// at once. A grid resident at once requests its first two tiles before griddepcontrol.wait (all
+// rows but the new token's, which the kernel before stores).
 #include <algorithm>
 #include <cmath>
 
@@ -32,6 +35,10 @@ template <class Kv, int D>
 constexpr int kTile = kTileBytes / (D * Kv::kElemBytes);  // keys per tile
 
 int chunk_slots(int max_ctx) { return (max_ctx + kMaxChunk - 1) / kMaxChunk + 32; }
+// Floats of one sequence's workspace (DecodeArgs::ws), a multiple of 4 (16-byte aligned parts).
+int64_t ws_stride(int nh, int d, int max_ctx) {
+  return (int64_t(nh) * chunk_slots(max_ctx) * (d + 2) + 3) / 4 * 4 + (nh + 3) / 4 * 4;
+}
 
 struct DecodeArgs {
   const uint16_t* q;
@@ -39,11 +46,25 @@ struct DecodeArgs {
   const int32_t* pos;
   KvCache cache;
   uint16_t* out;
-  float* ws_acc;  // [B][nh][slots][d]
-  float* ws_ml;   // [B][nh][slots][2]: max (base 2), sum
+  // Per sequence b, at b * ws_stride floats (the same place whatever B is, so steps of different
+  // B share one workspace): acc [nh][slots][d], then (max (base 2), sum) [nh][slots], then per
+  // head group the chunks finished [round_up(nh, 4)] (unsigned, zero between launches).
+  float* ws;
+  int64_t ws_stride;
   int max_pos_hint, max_ctx, nh, nkv, group, slots, chunk;
   float qscale;  // 1/sqrt(d) * log2(e)
+  bool prewait;  // request the first tiles before griddepcontrol.wait (a grid resident at once)
 };
+
+__device__ __forceinline__ float* ws_acc(const DecodeArgs& a, int b, int h, int c, int d) {
+  return a.ws + b * a.ws_stride + (int64_t(h) * a.slots + c) * d;
+}
+__device__ __forceinline__ float2* ws_ml(const DecodeArgs& a, int b, int h, int d) {  // chunk 0 of head h
+  return reinterpret_cast<float2*>(a.ws + b * a.ws_stride + int64_t(a.nh) * a.slots * d) + int64_t(h) * a.slots;
+}
+__device__ __forceinline__ unsigned* ws_done(const DecodeArgs& a, int b, int d) {
+  return reinterpret_cast<unsigned*>(a.ws + b * a.ws_stride + int64_t(a.nh) * a.slots * (d + 2));
+}
 
 __device__ __forceinline__ bool decode_pos_ok(const DecodeArgs& a, int p, int s) {
   return p >= 0 && p <= a.max_pos_hint && p < a.max_ctx && s >= 0;
@@ -66,44 +87,71 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
   __shared__ float s_m[HPC], s_l[HPC], s_alpha[HPC];
   static_assert(sizeof(float) * kWarps * HPC * D <= sizeof(s_kv));
   float* s_red = reinterpret_cast<float*>(s_kv);  // [kWarps][HPC][D], after the last tile
-  pdl_wait();
-  pdl_trigger();
-
+  // Before griddepcontrol.wait only what the kernels before did not write: positions and slots
+  // (copied before the step), and the cache rows older than the new token.
   const int b = blockIdx.z, heads_blocks = a.group / HPC;
   const int g = blockIdx.y / heads_blocks, h0 = g * a.group + (blockIdx.y % heads_blocks) * HPC;
   const int p = a.pos[b], s = a.slot[b];
   const int c0 = blockIdx.x * a.chunk;
-  if (!decode_pos_ok(a, p, s) || c0 > p) return;
+  if (!decode_pos_ok(a, p, s)) {  // the host could not check it: make the rows visibly wrong
+    pdl_wait();
+    if (blockIdx.x == 0)
+      for (int i = threadIdx.x; i < HPC * D; i += kThreads) a.out[(int64_t(b) * a.nh + h0) * D + i] = 0x7E00;
+    return;
+  }
+  if (c0 > p) return;
   const int n = min(a.chunk, p + 1 - c0), tiles = (n + kKeys - 1) / kKeys;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % kLpk, kr = lane / kLpk;
   const KvHead kv = kv_head<Kv>(a.cache, D, (int64_t(s) * a.nkv + g) * a.max_ctx + c0);
 
   // Tile t's K and V rows (contiguous in the cache) into stage t % 2 as one cp.async group; rows
   // past the chunk are zero-filled (their scores are masked, so their p is 0).
-  auto load_tile = [&](int t) {
+  // skip: a row not copied (the new token's, when requested before the wait: written below by the
+  // thread that reads it, so no other thread's copy may land on it later)
+  auto load_tile = [&](int t, int skip) {
     if (t < tiles) {
 #pragma unroll
       for (int i = threadIdx.x; i < 2 * kCopies; i += kThreads) {
         const int which = i / kCopies, c = i % kCopies, row = t * kKeys + c / kCpr;
         const uint8_t* src = (which ? kv.v : kv.k) + int64_t(min(row, n - 1)) * kRowBytes + (c % kCpr) * 16;
-        cp_async16(&s_kv[t & 1][which][c], src, row < n);
+        if (row != skip) cp_async16(&s_kv[t & 1][which][c], src, row < n);
       }
       if constexpr (Kv::kScaled) {
         for (int i = threadIdx.x; i < 2 * kKeys; i += kThreads) {
           const int which = i / kKeys, r = i % kKeys, row = t * kKeys + r;
-          cp_async4(&s_sc[t & 1][which][r], (which ? kv.vs : kv.ks) + min(row, n - 1), row < n);
+          if (row != skip) cp_async4(&s_sc[t & 1][which][r], (which ? kv.vs : kv.ks) + min(row, n - 1), row < n);
         }
       }
     }
     cp_async_commit();  // an empty group past the last tile keeps the wait count uniform
   };
-  load_tile(0);
-  load_tile(1);
+  // With prewait the first two tiles load while the kernel before (the new token's KV store)
+  // still runs: at batch 1 that took 1.5 us per layer off the step (H100, Llama-3.1-8B shape,
+  // fp4-g128 372.6 -> 379.5 tok/s; at batch 16, whose grid takes two waves, it measured 1% slower:
+  // docs/perf/decode-overlap-2026-11-27.md). The new token's row pr (in the last chunk) is then
+  // read after the wait, by plain loads, and written into its tile once that landed.
+  // Everything the kernel before wrote (q, the new row) is read after the wait by coherent loads:
+  // a read-only (.nc) load promises data constant for the kernel's lifetime, which with a
+  // programmatic launch includes the kernel before.
+  const int pr = a.prewait && p - c0 < n ? p - c0 : -1;
+  if (a.prewait) load_tile(0, pr), load_tile(1, pr);
+  pdl_wait();
+  pdl_trigger();
+  if (!a.prewait) load_tile(0, -1), load_tile(1, -1);
+  uint4 fresh = {};
+  float fresh_sc = 0.0f;
+  if (pr >= 0 && pr < 2 * kKeys) {
+    if (threadIdx.x < 2 * kCpr)
+      fresh = __ldcg(reinterpret_cast<const uint4*>((threadIdx.x < kCpr ? kv.k : kv.v) + int64_t(pr) * kRowBytes +
+                                                    (threadIdx.x % kCpr) * 16));
+    if constexpr (Kv::kScaled)
+      if (threadIdx.x >= 64 && threadIdx.x < 66) fresh_sc = __ldcg((threadIdx.x == 64 ? kv.ks : kv.vs) + pr);
+  }
 
   float qv[HPC][8];
 #pragma unroll
   for (int h = 0; h < HPC; ++h) {
-    unpack8(__ldg(reinterpret_cast<const uint4*>(a.q + (int64_t(b) * a.nh + h0 + h) * D + sub * 8)), qv[h]);
+    unpack8(__ldcg(reinterpret_cast<const uint4*>(a.q + (int64_t(b) * a.nh + h0 + h) * D + sub * 8)), qv[h]);
 #pragma unroll
     for (int e = 0; e < 8; ++e) qv[h][e] *= a.qscale;
   }
@@ -114,6 +162,12 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
   float acc[HPC][8] = {};
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<1>();
+    if (t < 2 && pr >= 0 && pr / kKeys == t) {
+      const int r = pr % kKeys;
+      if (threadIdx.x < 2 * kCpr) s_kv[t & 1][threadIdx.x / kCpr][r * kCpr + threadIdx.x % kCpr] = fresh;
+      if constexpr (Kv::kScaled)
+        if (threadIdx.x >= 64 && threadIdx.x < 66) s_sc[t & 1][threadIdx.x - 64][r] = fresh_sc;
+    }
     __syncthreads();
     const Word* ks = reinterpret_cast<const Word*>(s_kv[t & 1][0]);
     const Word* vs = reinterpret_cast<const Word*>(s_kv[t & 1][1]);
@@ -168,7 +222,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
       }
     }
     __syncthreads();  // stage t % 2 and s_p are free again
-    load_tile(t + 2);
+    load_tile(t + 2, -1);
   }
 
   // Lanes of the same columns (different key rows) add up, then the warps through shared memory.
@@ -184,43 +238,66 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
 #pragma unroll
       for (int e = 0; e < 8; ++e) s_red[(warp * HPC + h) * D + sub * 8 + e] = acc[h][e];
   __syncthreads();
-  const int64_t ws = (int64_t(b) * a.nh + h0) * a.slots + blockIdx.x;  // (b, h0, chunk) slot index
-  if (threadIdx.x < HPC) {
-    a.ws_ml[(ws + int64_t(threadIdx.x) * a.slots) * 2] = s_m[threadIdx.x];
-    a.ws_ml[(ws + int64_t(threadIdx.x) * a.slots) * 2 + 1] = s_l[threadIdx.x];
-  }
+  if (threadIdx.x < HPC) ws_ml(a, b, h0 + threadIdx.x, D)[blockIdx.x] = make_float2(s_m[threadIdx.x], s_l[threadIdx.x]);
   for (int i = threadIdx.x; i < HPC * D; i += kThreads) {
     const int h = i / D, e = i % D;
     float sum = 0;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += s_red[(w * HPC + h) * D + e];
-    a.ws_acc[(ws + int64_t(h) * a.slots) * D + e] = sum;
+    ws_acc(a, b, h0 + h, blockIdx.x, D)[e] = sum;
   }
-}
 
-// One CTA of D threads per (head, sequence): out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c - M) l_c.
-template <int D>
-__global__ void __launch_bounds__(D) attention_decode_combine_kernel(const DecodeArgs a) {
-  pdl_wait();
-  pdl_trigger();
-  const int h = blockIdx.x, b = blockIdx.y, e = threadIdx.x;
-  const int p = a.pos[b], s = a.slot[b];
-  uint16_t* o = a.out + (int64_t(b) * a.nh + h) * D;
-  if (!decode_pos_ok(a, p, s)) {  // the host could not check it: make the row visibly wrong
-    o[e] = 0x7E00;
-    return;
-  }
+  // The last of the nc chunk CTAs of (b, head group) to get here combines (threadFenceReduction's
+  // pattern: each CTA's partials are visible device-wide before it counts itself).
+  __shared__ bool s_last;
   const int nc = p / a.chunk + 1;
-  const int64_t base = (int64_t(b) * a.nh + h) * a.slots;
-  float mx = -INFINITY;
-  for (int c = 0; c < nc; ++c) mx = fmaxf(mx, a.ws_ml[(base + c) * 2]);
-  float l = 0, acc = 0;
-  for (int c = 0; c < nc; ++c) {
-    const float f = exp2f(a.ws_ml[(base + c) * 2] - mx);
-    l += f * a.ws_ml[(base + c) * 2 + 1];
-    acc += f * a.ws_acc[(base + c) * D + e];
+  unsigned* done = ws_done(a, b, D) + blockIdx.y;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = atomicAdd(done, 1u) == unsigned(nc - 1);
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  if (threadIdx.x == 0) *done = 0;  // for the next launch (stream-ordered after this one)
+  // out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c - M) l_c, one warp per head: the lanes take the
+  // chunks' (max, sum) side by side, then D/32 columns each, the chunks' partials requested
+  // several at a time. Partials by L2 (__ldcg): other SMs wrote them during this kernel.
+  constexpr int kCols = D / 32;
+  for (int h = warp; h < HPC; h += kWarps) {
+    const float2* ml = ws_ml(a, b, h0 + h, D);
+    float mx = -INFINITY;
+    for (int c = lane; c < nc; c += 32) mx = fmaxf(mx, __ldcg(ml + c).x);
+    mx = warp_max(mx);  // finite: every chunk has a key
+    float l = 0.0f, o[kCols] = {};
+    for (int cb = 0; cb < nc; cb += 32) {
+      float f = 0.0f;
+      if (cb + lane < nc) {
+        const float2 v = __ldcg(ml + cb + lane);
+        f = exp2f(v.x - mx);
+        l += f * v.y;
+      }
+      const int cn = min(32, nc - cb);
+#pragma unroll 8
+      for (int j = 0; j < cn; ++j) {
+        const float fj = __shfl_sync(0xffffffffu, f, j);
+        const float* src = ws_acc(a, b, h0 + h, cb + j, D) + lane * kCols;
+        float v[kCols];
+        if constexpr (kCols == 4) {
+          const float4 t = __ldcg(reinterpret_cast<const float4*>(src));
+          v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+        } else {
+          const float2 t = __ldcg(reinterpret_cast<const float2*>(src));
+          v[0] = t.x, v[1] = t.y;
+        }
+#pragma unroll
+        for (int i = 0; i < kCols; ++i) o[i] += fj * v[i];
+      }
+    }
+    l = warp_sum(l);
+    uint16_t* out = a.out + (int64_t(b) * a.nh + h0 + h) * D + lane * kCols;
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) out[i] = f2h(o[i] / l);
   }
-  o[e] = f2h(acc / l);
 }
 
 template <class Kv, int D>
@@ -239,7 +316,7 @@ size_t attention_decode_workspace_bytes(int B, int nh, int d, int max_ctx) {
   require(B >= 0 && nh > 0 && d > 0 && max_ctx > 0, "attention_decode_workspace_bytes",
           "bad shape B=" + std::to_string(B) + " nh=" + std::to_string(nh) + " d=" + std::to_string(d) +
               " max_ctx=" + std::to_string(max_ctx));
-  return size_t(B) * nh * chunk_slots(max_ctx) * (size_t(d) + 2) * sizeof(float);
+  return size_t(B) * ws_stride(nh, d, max_ctx) * sizeof(float);
 }
 
 void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32_t* pos, int max_pos_hint,
@@ -272,20 +349,15 @@ void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32
     chunk /= 2;
   require(nkv * (group / hpc) <= 65535, fn, "too many heads for one launch");
 
-  float* ws = static_cast<float*>(workspace);
-  const DecodeArgs a{q, slot, pos, cache, out, ws, ws + size_t(B) * nh * slots * d,
-                     max_pos_hint, max_ctx, nh, nkv, group, slots, chunk,
-                     float(1.0 / std::sqrt(double(d)) * M_LOG2E)};
+  DecodeArgs a{q, slot, pos, cache, out, static_cast<float*>(workspace), ws_stride(nh, d, max_ctx),
+               max_pos_hint, max_ctx, nh, nkv, group, slots, chunk,
+               float(1.0 / std::sqrt(double(d)) * M_LOG2E), false};
   const dim3 grid{unsigned(n_chunks(chunk)), unsigned(nkv * (group / hpc)), unsigned(B)};
+  a.prewait = int64_t(grid.x) * grid.y * grid.z <= 4 * tc::sm_count();
   with_kv(cache, [&](auto kv) {
     using Kv = decltype(kv);
-    if (d == 64) {
-      launch_split<Kv, 64>(a, grid, hpc, stream);
-      launch_pdl(attention_decode_combine_kernel<64>, dim3{unsigned(nh), unsigned(B)}, 64, 0, stream, a);
-    } else {
-      launch_split<Kv, 128>(a, grid, hpc, stream);
-      launch_pdl(attention_decode_combine_kernel<128>, dim3{unsigned(nh), unsigned(B)}, 128, 0, stream, a);
-    }
+    if (d == 64) launch_split<Kv, 64>(a, grid, hpc, stream);
+    else launch_split<Kv, 128>(a, grid, hpc, stream);
   });
   check_launch(fn);
 }

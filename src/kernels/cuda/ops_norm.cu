@@ -14,25 +14,35 @@ constexpr int kMaxPerThread = 16;  // H <= 16384: a row lives in registers, read
 // are in flight at once (a row-sized strided loop would wait for each load in turn: 13 us for a
 // 4096-wide row at one token, against ~3 us). With delta: x += float(delta) first (written back).
 // With y: y = fp16(norm * w).
+//
+// With delta, x and w load before griddepcontrol.wait, while the kernel before (the GEMV that
+// writes delta) ends: w is constant, and x was last written at least two kernels back, which has
+// completed once this kernel runs (every kernel of a step waits before it triggers its dependents).
+// Without delta, x comes from the kernel just before (the embedding).
 template <int PER>
 __global__ void __launch_bounds__(kThreads)
     add_rmsnorm_kernel(float* x, const uint16_t* delta, const float* w, int H, float eps, uint16_t* y) {
   __shared__ float scratch[32];
-  pdl_wait();
-  pdl_trigger();
   float* xr = x + int64_t(blockIdx.x) * H;
   const uint16_t* dr = delta ? delta + int64_t(blockIdx.x) * H : nullptr;
   float v[PER], wv[PER];
+  auto load_x_w = [&] {
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int i = threadIdx.x + j * kThreads;
+      v[j] = i < H ? xr[i] : 0.0f;
+      wv[j] = y && i < H ? w[i] : 0.0f;
+    }
+  };
+  if (dr) load_x_w();
+  pdl_wait();
+  pdl_trigger();
+  if (!dr) load_x_w();
   float ss = 0;
 #pragma unroll
   for (int j = 0; j < PER; ++j) {
     const int i = threadIdx.x + j * kThreads;
-    v[j] = 0, wv[j] = 0;
-    if (i < H) {
-      v[j] = xr[i];
-      if (dr) v[j] += h2f(dr[i]);
-      if (y) wv[j] = w[i];
-    }
+    if (i < H && dr) v[j] += h2f(__ldcg(dr + i));
   }
 #pragma unroll
   for (int j = 0; j < PER; ++j) {

@@ -143,6 +143,7 @@ Batch::Impl::Impl(const DeviceModel::Impl& dm, const BatchOptions& opt)
   sampled_h = PinnedBuffer<int32_t>(rows);
   entropy_h = PinnedBuffer<float>(rows);
   attn_ws = DeviceBuffer<uint8_t>(std::max<size_t>(attn, 1));
+  NIBBLE_CUDA_CHECK(cudaMemset(attn_ws.get(), 0, attn_ws.bytes()));  // decode attention's chunk counters
   logits_ws = DeviceBuffer<uint8_t>(std::max<size_t>(samp, 1));
   positions.assign(size_t(max_batch), 0);
   // last, so that a failed allocation above leaks neither (the destructor does not run then)
