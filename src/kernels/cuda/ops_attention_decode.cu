@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
   // still runs: at batch 1 that took 1.5 us per layer off the step (H100, Llama-3.1-8B shape,
   // fp4-g128 372.6 -> 379.5 tok/s; at batch 16, whose grid takes two waves, it measured 1% slower:
   // docs/perf/decode-overlap-2026-11-27.md). The new token's row pr (in the last chunk) is then
-  // read after the wait, by plain loads, and written into its tile once that landed.
+  // read after the wait and written into its tile once that landed.
   // Everything the kernel before wrote (q, the new row) is read after the wait by coherent loads:
   // a read-only (.nc) load promises data constant for the kernel's lifetime, which with a
   // programmatic launch includes the kernel before.
