@@ -261,36 +261,36 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
   if (threadIdx.x == 0) *done = 0;  // for the next launch (stream-ordered after this one)
   // out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c - M) l_c, one warp per head: the lanes take the
   // chunks' (max, sum) side by side, then D/32 columns each, the chunks' partials requested
-  // several at a time. Partials by L2 (__ldcg): other SMs wrote them during this kernel.
+  // several at a time. Partials by L2 (__ldcg): other SMs wrote them during this kernel. The first
+  // 32 chunks' (max, sum) stay in registers from the max pass (no second round trip for them).
   constexpr int kCols = D / 32;
+  auto load_ml = [&](const float2* ml, int c) { return c < nc ? __ldcg(ml + c) : make_float2(-INFINITY, 0.0f); };
   for (int h = warp; h < HPC; h += kWarps) {
     const float2* ml = ws_ml(a, b, h0 + h, D);
-    float mx = -INFINITY;
-    for (int c = lane; c < nc; c += 32) mx = fmaxf(mx, __ldcg(ml + c).x);
+    const float2 ml0 = load_ml(ml, lane);
+    float mx = ml0.x;
+    for (int c = lane + 32; c < nc; c += 32) mx = fmaxf(mx, __ldcg(ml + c).x);
     mx = warp_max(mx);  // finite: every chunk has a key
     float l = 0.0f, o[kCols] = {};
     for (int cb = 0; cb < nc; cb += 32) {
-      float f = 0.0f;
-      if (cb + lane < nc) {
-        const float2 v = __ldcg(ml + cb + lane);
-        f = exp2f(v.x - mx);
-        l += f * v.y;
-      }
+      const float2 v = cb == 0 ? ml0 : load_ml(ml, cb + lane);
+      const float f = exp2f(v.x - mx);  // 0 past the last chunk
+      l += f * v.y;
       const int cn = min(32, nc - cb);
 #pragma unroll 8
       for (int j = 0; j < cn; ++j) {
         const float fj = __shfl_sync(0xffffffffu, f, j);
         const float* src = ws_acc(a, b, h0 + h, cb + j, D) + lane * kCols;
-        float v[kCols];
+        float part[kCols];
         if constexpr (kCols == 4) {
           const float4 t = __ldcg(reinterpret_cast<const float4*>(src));
-          v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+          part[0] = t.x, part[1] = t.y, part[2] = t.z, part[3] = t.w;
         } else {
           const float2 t = __ldcg(reinterpret_cast<const float2*>(src));
-          v[0] = t.x, v[1] = t.y;
+          part[0] = t.x, part[1] = t.y;
         }
 #pragma unroll
-        for (int i = 0; i < kCols; ++i) o[i] += fj * v[i];
+        for (int i = 0; i < kCols; ++i) o[i] += fj * part[i];
       }
     }
     l = warp_sum(l);
