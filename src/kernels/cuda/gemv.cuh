@@ -200,7 +200,9 @@ struct ChunkSet {
 // rows and take interleaved steps of 32 x U chunks along K (split-K inside the CTA: a CTA covers
 // 8 R / k_splits rows, so small-N shapes still launch enough CTAs to fill every SM), then add up
 // through shared memory. The next step's chunks are loaded before the current step is decoded
-// (register double buffer) so every warp keeps its loads in flight while it computes.
+// (register double buffer) so every warp keeps its loads in flight while it computes. (A 4-stage
+// cp.async ring per lane, three times the bytes in flight, made every one-row projection slower:
+// docs/perf/gemv-ring-combine-2026-11-27.md.)
 template <class F, int MT, int R, bool kSmemX>
 __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
   extern __shared__ uint4 xs[];  // kSmemX: X [M, K]
