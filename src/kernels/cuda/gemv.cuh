@@ -201,7 +201,8 @@ struct ChunkSet {
 // 8 R / k_splits rows, so small-N shapes still launch enough CTAs to fill every SM), then add up
 // through shared memory. The next step's chunks are loaded before the current step is decoded
 // (register double buffer) so every warp keeps its loads in flight while it computes. (A 4-stage
-// cp.async ring per lane, three times the bytes in flight, made every one-row projection slower:
+// cp.async ring per lane, three times the bytes in flight, made every one-row projection slower,
+// and so did X staged times 2^7 to spare the FP4 decoders one multiply per pair:
 // docs/perf/gemv-ring-combine-2026-11-27.md.)
 template <class F, int MT, int R, bool kSmemX>
 __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
