@@ -235,6 +235,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // long rows: several steps per K split, the last one ragged
                       Case{"nvfp4-razer", 133, 8256}, Case{"int4-g128", 67, 8320},
                       Case{"razer-fp3-g128", 35, 8448},
+                      // one row too long for X in shared memory: fp4-g128's FP8-conversion decoder
+                      Case{"fp4-g128", 71, 8320},
                       // plain FP16: K a multiple of 8 only, one and several steps per row
                       Case{"fp16", 33, 40}, Case{"fp16", 130, 4104}),
     [](const auto& info) {
@@ -246,24 +248,26 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The fp16 sums of the CUDA-core path (chunk_dot) stay finite at the top of fp16's range: every
 // weight decodes to its format's largest code (one negative per group gives INT4 its range) and X
-// is 60000 everywhere, so each run's sums are as large as the decoders' scaling allows.
+// is 60000 everywhere, so each run's sums are as large as the decoders' scaling allows. K = 8320:
+// X too long for shared memory, where fp4-g128 takes its FP8-conversion decoder.
 TEST(GemvHalfSums, StayFiniteForLargeActivations) {
-  for (const std::string format : {"nvfp4", "nvfp4-razer", "mxfp4", "int4-g128", "fp4-g128", "razer-fp4-g128"}) {
-    const int64_t N = 34, K = 512;
-    std::vector<float> w(size_t(N * K), 1e-4f);
-    for (size_t i = 0; i < w.size(); i += 128) w[i] = -1e-4f;
-    const PackedTensor t = quantize(format, w.data(), N, K);
-    const std::vector<float> wq = dequantize(t);
-    const DeviceWeight dw = upload(t, format);
-    const std::vector<uint16_t> x(size_t(K), float_to_half(60000.0f));
-    const Reference ref = reference(x, wq, 1, N, K, half_run(format));
-    GpuBuffer<uint16_t> dx(x), dy{size_t(N)};
-    LinearOptions o;
-    o.engine = Engine::cuda_cores;
-    dy.poison();
-    linear(dx.get(), 1, dw, dy.get(), nullptr, o);
-    expect_close(dy.host(), ref, format + " X = 60000", 0.0, true);
-  }
+  for (const std::string format : {"nvfp4", "nvfp4-razer", "mxfp4", "int4-g128", "fp4-g128", "razer-fp4-g128"})
+    for (const int64_t K : {512, 8320}) {
+      const int64_t N = 34;
+      std::vector<float> w(size_t(N * K), 1e-4f);
+      for (size_t i = 0; i < w.size(); i += 128) w[i] = -1e-4f;
+      const PackedTensor t = quantize(format, w.data(), N, K);
+      const std::vector<float> wq = dequantize(t);
+      const DeviceWeight dw = upload(t, format);
+      const std::vector<uint16_t> x(size_t(K), float_to_half(60000.0f));
+      const Reference ref = reference(x, wq, 1, N, K, half_run(format));
+      GpuBuffer<uint16_t> dx(x), dy{size_t(N)};
+      LinearOptions o;
+      o.engine = Engine::cuda_cores;
+      dy.poison();
+      linear(dx.get(), 1, dw, dy.get(), nullptr, o);
+      expect_close(dy.host(), ref, format + " K=" + std::to_string(K) + " X = 60000", 0.0, true);
+    }
 }
 
 // The output layer's FP16 GEMV with FP32 outputs (linear_fp16_f32out): odd N, fresh random W and

@@ -34,6 +34,26 @@ __device__ __forceinline__ uint32_t fp4x2_bits_h(uint32_t w, int p) {
   return (shl(w, 12 - 4 * p) & 0x80008000u) | (shl(w, 9 - 4 * p) & 0x0E000E00u);
 }
 
+// Eight E2M1 codes as E4M3 bytes, S at bit 7 and EEM at bits 4..2: with E4M3's bias of 7 that is
+// value * 2^-6 for every code, the subnormal 0.5 included (E4M3's own subnormal); sm_89+ converts
+// two such bytes to an fp16 pair in one instruction. Bytes of the even elements come from w by two
+// shifts, of the odd ones by one, so the pairs are elements (0, 2), (4, 6), (1, 3), (5, 7).
+__device__ __forceinline__ void fp4x8_e4m3_h(uint32_t w, uint32_t (&h)[4]) {
+  const uint32_t lo = ((w << 4) & 0x80808080u) | ((w << 2) & 0x1C1C1C1Cu);  // elements 0, 2, 4, 6
+  const uint32_t hi = (w & 0x80808080u) | ((w >> 2) & 0x1C1C1C1Cu);         // elements 1, 3, 5, 7
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  h[0] = h[1] = h[2] = h[3] = lo ^ hi;
+  __trap();  // no FP8 conversion before sm_89: the launchers pick this decoder on 8.9+ only
+#else
+  asm("{\n\t.reg .b16 a, b, c, d;\n\t"
+      "mov.b32 {a, b}, %4;\n\tmov.b32 {c, d}, %5;\n\t"
+      "cvt.rn.f16x2.e4m3x2 %0, a;\n\tcvt.rn.f16x2.e4m3x2 %1, b;\n\t"
+      "cvt.rn.f16x2.e4m3x2 %2, c;\n\tcvt.rn.f16x2.e4m3x2 %3, d;\n\t}"
+      : "=r"(h[0]), "=r"(h[1]), "=r"(h[2]), "=r"(h[3])
+      : "r"(lo), "r"(hi));
+#endif
+}
+
 // Special codes found on the code word itself, not per element: a flag word has bit 3 of every
 // flagged nibble set (SWAR, three operations for eight codes). pair_mask turns the flags of decode
 // pair p (nibbles p and p + 4) into 0xFFFF half masks with one PRMT in sign-replicate mode.

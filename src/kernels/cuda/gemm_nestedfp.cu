@@ -146,14 +146,7 @@ void quantize_rows_e4m3(const uint16_t* x, int M, int K, uint8_t* x8, float* row
 void gemm_e4m3(const uint8_t* x8, const float* row_scale, int M, const uint8_t* upper, int N, int K, uint16_t* y,
                GemmWorkspace& ws, cudaStream_t stream, const GemmOptions& opt) {
   tc::check_shape(M, N, K, 128, "nestedfp8 GEMM");
-  static const int cc = [] {
-    int dev = 0, major = 0, minor = 0;
-    NIBBLE_CUDA_CHECK(cudaGetDevice(&dev));
-    NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    return major * 10 + minor;
-  }();
-  if (cc < 89) throw Error("nestedfp8 GEMM: needs FP8 tensor cores (compute capability 8.9+)");
+  if (tc::compute_capability() < 89) throw Error("nestedfp8 GEMM: needs FP8 tensor cores (compute capability 8.9+)");
   tc::Problem p{x8, int64_t(K), M, N, row_scale, 1.0f, y};
   tc::launch<tc::MmaE4M3, tc::PlaneE4M3>(p, tc::PlaneE4M3::Params{upper, N, K}, ws, opt.split_k, stream);
 }

@@ -75,6 +75,17 @@ void splitk_reduce(const float* partial, int splits, int M, int N, const float* 
   NIBBLE_CUDA_CHECK(cudaGetLastError());
 }
 
+int compute_capability() {
+  static const int cc = [] {
+    int dev = 0, major = 0, minor = 0;
+    NIBBLE_CUDA_CHECK(cudaGetDevice(&dev));
+    NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    return major * 10 + minor;
+  }();
+  return cc;
+}
+
 int sm_count() {
   static const int n = [] {
     int dev = 0, v = 0;

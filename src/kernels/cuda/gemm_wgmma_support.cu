@@ -12,16 +12,7 @@
 
 namespace nibble::cuda::wg {
 
-bool supported() {
-  static const bool yes = [] {
-    int dev = 0, major = 0, minor = 0;
-    NIBBLE_CUDA_CHECK(cudaGetDevice(&dev));
-    NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    NIBBLE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    return major == 9 && minor == 0;
-  }();
-  return yes;
-}
+bool supported() { return tc::compute_capability() == 90; }
 
 
 CUtensorMap tensor_map_2d(const void* base, int elem_bytes, uint64_t inner, uint64_t outer, uint64_t row_bytes,

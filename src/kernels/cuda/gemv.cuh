@@ -13,7 +13,8 @@
 // kGroupK, kLutSize (shared-memory table entries, 0 if none), kOutFactor (multiplied into the
 // sums once), q_row_bytes / s_row_bytes (K), Meta, load_meta, scale, lut_entry, and one of two
 // decoders: decode8 (FP32 pairs, FP32 products) or decode8_h (fp16 pairs, packed fp16 products:
-// see chunk_dot).
+// see chunk_dot). Optional: kEvenOddPairs (decode8_h pairs elements (0, 2), (4, 6), (1, 3), (5, 7)
+// at twice the usual scale; X is paired that way and halved).
 #include <cuda_fp16.h>
 
 #include <type_traits>
@@ -77,10 +78,45 @@ struct HalfDot : std::false_type {};
 template <class F>
 struct HalfDot<F, std::void_t<decltype(&F::decode8_h)>> : std::true_type {};
 
-// X's 8 halves re-paired like the decoders' pairs: pair p is (x_p, x_{p+4}).
+// Whether F's decode8_h pairs the elements of a word as (0, 2), (4, 6), (1, 3), (5, 7) and its values
+// are twice the usual scale, so X comes halved (F::kEvenOddPairs: the FP8-conversion decoder);
+// otherwise pair p is (p, p + 4).
+template <class F, class = void>
+struct EvenOddPairs : std::false_type {};
+template <class F>
+struct EvenOddPairs<F, std::void_t<decltype(F::kEvenOddPairs)>> : std::bool_constant<F::kEvenOddPairs> {};
+
+// X's 8 halves re-paired like F's decoder pairs.
+template <class F>
 __device__ __forceinline__ void pair_x8(uint4 v, uint32_t (&x)[4]) {
-  x[0] = __byte_perm(v.x, v.z, 0x5410u), x[1] = __byte_perm(v.x, v.z, 0x7632u);
-  x[2] = __byte_perm(v.y, v.w, 0x5410u), x[3] = __byte_perm(v.y, v.w, 0x7632u);
+  if constexpr (EvenOddPairs<F>::value) {
+    const uint32_t h = 0x38003800u;  // 0.5 in both halves
+    x[0] = hmul2_bits(__byte_perm(v.x, v.y, 0x5410u), h), x[1] = hmul2_bits(__byte_perm(v.z, v.w, 0x5410u), h);
+    x[2] = hmul2_bits(__byte_perm(v.x, v.y, 0x7632u), h), x[3] = hmul2_bits(__byte_perm(v.z, v.w, 0x7632u), h);
+  } else {
+    x[0] = __byte_perm(v.x, v.z, 0x5410u), x[1] = __byte_perm(v.x, v.z, 0x7632u);
+    x[2] = __byte_perm(v.y, v.w, 0x5410u), x[3] = __byte_perm(v.y, v.w, 0x7632u);
+  }
+}
+
+// stage_x for the CUDA-core GEMV: X of the fp16-pair formats goes into shared memory already
+// paired like their decoders, so the loop reads its pairs as they are where each warp re-paired
+// every unit it read (4 PRMTs per 8 elements): one-row qkv / o / gate-up of the Llama-3.1-8B shape
+// 2-7% faster for the FP4 formats, end to end +1.3 to +2.7% at batch 1
+// (docs/perf/gemv-staged-pairs-2026-11-27.md).
+template <class F>
+__device__ __forceinline__ void stage_x_paired(const GemvArgs& a, uint4* xs) {
+  if constexpr (HalfDot<F>::value) {
+    const uint4* src = reinterpret_cast<const uint4*>(a.x);
+    for (int i = threadIdx.x; i < a.M * a.K / 8; i += blockDim.x) {
+      uint32_t x[4];
+      pair_x8<F>(__ldg(src + i), x);
+      xs[i] = make_uint4(x[0], x[1], x[2], x[3]);
+    }
+    __syncthreads();
+  } else {
+    stage_x(a, xs);
+  }
 }
 
 __device__ __forceinline__ float2 as_float2(float2 v) { return v; }
@@ -131,8 +167,8 @@ __device__ __forceinline__ void chunk_dot(const GemvArgs& a, const uint4 (&wq)[R
         const uint4* xp = reinterpret_cast<const uint4*>(xc + size_t(m) * a.K + 8 * e);
         const uint4 xv = kSmemX ? *xp : __ldg(xp);
         if constexpr (kHalf) {
-          uint32_t xh[4];
-          pair_x8(xv, xh);
+          uint32_t xh[4] = {xv.x, xv.y, xv.z, xv.w};  // staged X is paired already
+          if constexpr (!kSmemX) pair_x8<F>(xv, xh);
 #pragma unroll
           for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -250,7 +286,7 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
     if (c0 < nch) cur.load(qrow, srow, a, c0, nchunks);
     pdl_wait();  // the weights are constant: their first chunks load while the previous kernel ends
     pdl_trigger();
-    if constexpr (kSmemX) stage_x(a, xs);
+    if constexpr (kSmemX) stage_x_paired<F>(a, xs);
     for (; c0 < nch; c0 += step) {
       if (c0 + step < nch) nxt.load(qrow, srow, a, c0 + step, nchunks);
       dot(cur, c0);
