@@ -235,8 +235,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // long rows: several steps per K split, the last one ragged
                       Case{"nvfp4-razer", 133, 8256}, Case{"int4-g128", 67, 8320},
                       Case{"razer-fp3-g128", 35, 8448},
-                      // one row too long for X in shared memory: fp4-g128's FP8-conversion decoder
-                      Case{"fp4-g128", 71, 8320},
+                      // one row too long for X in shared memory: the FP8-conversion decoder
+                      Case{"fp4-g128", 71, 8320}, Case{"nvfp4", 69, 8256}, Case{"mxfp4", 73, 8224},
                       // plain FP16: K a multiple of 8 only, one and several steps per row
                       Case{"fp16", 33, 40}, Case{"fp16", 130, 4104}),
     [](const auto& info) {
@@ -249,7 +249,7 @@ INSTANTIATE_TEST_SUITE_P(
 // The fp16 sums of the CUDA-core path (chunk_dot) stay finite at the top of fp16's range: every
 // weight decodes to its format's largest code (one negative per group gives INT4 its range) and X
 // is 60000 everywhere, so each run's sums are as large as the decoders' scaling allows. K = 8320:
-// X too long for shared memory, where fp4-g128 takes its FP8-conversion decoder.
+// X too long for shared memory, where the plain FP4 formats take the FP8-conversion decoder.
 TEST(GemvHalfSums, StayFiniteForLargeActivations) {
   for (const std::string format : {"nvfp4", "nvfp4-razer", "mxfp4", "int4-g128", "fp4-g128", "razer-fp4-g128"})
     for (const int64_t K : {512, 8320}) {
@@ -267,6 +267,33 @@ TEST(GemvHalfSums, StayFiniteForLargeActivations) {
       dy.poison();
       linear(dx.get(), 1, dw, dy.get(), nullptr, o);
       expect_close(dy.host(), ref, format + " K=" + std::to_string(K) + " X = 60000", 0.0, true);
+    }
+}
+
+// One row past a resident grid's rows (the persistent one-row kernel of the non-RaZeR fp16-pair
+// formats: each warp walks several row pairs, loading the next pair's first chunks during the
+// current pair's last step): N odd, twice the rows of 4 CTAs per SM and more; K with one ragged
+// step and with several.
+TEST(GemvPersistent, MatchesFloat64ReferenceBeyondOneResidentGrid) {
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int64_t N = int64_t(16) * 4 * sms * 2 + 37;
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  for (const std::string format : {"nvfp4", "mxfp4", "int4-g128", "fp4-g128"})
+    for (const int64_t K : {384, 2176}) {
+      const std::vector<float> w = random_weights(N, K, g);
+      const PackedTensor t = quantize(format, w.data(), N, K);
+      const DeviceWeight dw = upload(t, format);
+      const std::vector<uint16_t> x = random_x(1, K, g);
+      const Reference ref = reference(x, dequantize(t), 1, N, K, half_run(format));
+      GpuBuffer<uint16_t> dx(x), dy{size_t(N)};
+      LinearOptions o;
+      o.engine = Engine::cuda_cores, o.rows_per_warp = 2, o.k_splits = 1;
+      dy.poison();
+      linear(dx.get(), 1, dw, dy.get(), nullptr, o);
+      expect_close(dy.host(), ref, format + " N=" + std::to_string(N) + " K=" + std::to_string(K), 0.0, true);
     }
 }
 

@@ -17,11 +17,19 @@
 // at twice the usual scale; X is paired that way and halved).
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "decode.cuh"
 #include "gemv_args.h"
+#include "nibble/cuda/check.h"
 #include "pdl.cuh"
+
+namespace nibble::cuda::tc {
+int sm_count();  // gemm_support.cu
+int compute_capability();  // gemm_support.cu
+}
 
 namespace nibble::cuda::detail {
 
@@ -331,6 +339,71 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
   }
 }
 
+// The one-row, staged-X, one-split GEMV with persistent warps, for shapes whose grid would not be
+// resident at once (the gate/up projection: 1792 CTAs of 16 rows against 528 resident on an H100).
+// The grid is what is resident; each CTA stages X once and each warp walks row groups g,
+// g + gridDim.x * kWarps, ..., its loads one step ahead across group boundaries (the next group's
+// first chunks are requested during the current group's last step), so a warp pays the first
+// loads' latency, the prologue and X's staging once instead of once per 2 rows.
+template <class F, int R>
+__device__ __forceinline__ void gemv_persistent_body(const GemvArgs& a) {
+  extern __shared__ uint4 xs[];
+  __shared__ float lut[F::kLutSize > 0 ? F::kLutSize : 1];
+  if constexpr (F::kLutSize > 0) {
+    for (int i = threadIdx.x; i < F::kLutSize; i += kThreads) lut[i] = F::lut_entry(a, i);
+    __syncthreads();
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nchunks = a.K / F::kChunkK, steps = (nchunks + 31) / 32;
+  const int groups = (a.N + R - 1) / R, stride = gridDim.x * kWarps;
+  auto rows = [&](int g, const uint8_t* (&q)[R], const uint8_t* (&s)[R]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const size_t row = size_t(min(g * R + r, a.N - 1));  // rows past N: read a valid row, store nothing
+      q[r] = a.q + row * F::q_row_bytes(a.K);
+      s[r] = a.scales + row * F::s_row_bytes(a.K);
+    }
+  };
+  int g = blockIdx.x * kWarps + warp;
+  const uint8_t* q[R];
+  const uint8_t* s[R];
+  ChunkSet<F, R, 1> cur, nxt;
+  if (g < groups) rows(g, q, s), cur.load(q, s, a, lane, nchunks);
+  pdl_wait();
+  pdl_trigger();
+  stage_x_paired<F>(a, xs);
+  for (; g < groups; g += stride) {
+    const bool more = g + stride < groups;
+    const uint8_t* qn[R];
+    const uint8_t* sn[R];
+    if (more) rows(g + stride, qn, sn);
+    float acc[R][1];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r][0] = 0.0f;
+    for (int st = 0; st < steps; ++st) {
+      const int c = lane + 32 * st;
+      if (st + 1 < steps) nxt.load(q, s, a, c + 32, nchunks);
+      else if (more) nxt.load(qn, sn, a, lane, nchunks);
+      if (c < nchunks) chunk_dot<F, 1, R, true>(a, cur.wq[0], cur.meta[0], c, lut, reinterpret_cast<const __half*>(xs), acc);
+      cur = nxt;
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[r][0] += __shfl_xor_sync(0xFFFFFFFFu, acc[r][0], o);
+#pragma unroll
+    for (int r = 0; r < R; r += 2)
+      if (lane == r) store_rows2(a, 0, g * R + r, acc[r][0], acc[r + 1][0], out_factor<F>());
+    if (more)
+#pragma unroll
+      for (int r = 0; r < R; ++r) q[r] = qn[r], s[r] = sn[r];
+  }
+}
+template <class F, int R>
+__global__ void __launch_bounds__(kThreads, 4) gemv_persistent_kernel(const GemvArgs a) {
+  gemv_persistent_body<F, R>(a);
+}
+
 template <class F, int MT, int R, bool kSmemX = false>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const GemvArgs a) {
   gemv_body<F, MT, R, kSmemX>(a);
@@ -348,15 +421,47 @@ constexpr auto gemv_entry() {
   else return gemv_kernel<F, MT, R, kSmemX>;
 }
 
-// Launches the instantiation for MT = the smallest of {1, 2, 4, 8, 16} >= M and R rows per warp
-// (R = 4 only up to M = 8); a.k_splits warps share each row group.
+// NIBBLE_GEMV_PERSISTENT=0 turns the persistent one-row kernel off (for comparison).
+inline bool persistent_gemv_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("NIBBLE_GEMV_PERSISTENT");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+// Launches the persistent kernel for one row, two rows per warp and one split with X staged, where
+// the normal grid (ctas) exceeds what is resident; returns whether it did.
 template <class F>
+bool launch_persistent_gemv(const GemvArgs& a, unsigned ctas, cudaStream_t s) {
+  if (!persistent_gemv_enabled() || !smem_x_fits(a.M, a.K) || a.k_splits != 1) return false;
+  static const int64_t resident = [] {  // the largest X asked for, on this GPU
+    int per_sm = 0;
+    NIBBLE_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_persistent_kernel<F, 2>, kThreads, kSmemXMaxBytes));
+    return int64_t(per_sm) * tc::sm_count();
+  }();
+  if (resident <= 0 || int64_t(ctas) <= resident) return false;
+  launch_pdl(gemv_persistent_kernel<F, 2>, dim3(unsigned(resident)), kThreads, size_t(a.K) * 2, s, a);
+  return true;
+}
+
+// Launches the instantiation for MT = the smallest of {1, 2, 4, 8, 16} >= M and R rows per warp
+// (R = 4 only up to M = 8); a.k_splits warps share each row group. kPersistent: the fp16-pair
+// formats' one-row GEMV takes the persistent kernel where its grid is not resident at once.
+// Decode at batch 1, H100, Llama-3.1-8B shape, same binary with it off and on: int4-g128 374.8 ->
+// 401.2 tokens/s, mxfp4 391.8 -> 399.0, nvfp4 393.6 -> 398.8, fp4-g128 408.4 -> 410.7; the RaZeR
+// formats measured level or slower (razer-fp4-g128 356.0 -> 352.9) and keep the plain grid
+// (docs/perf/gemv-persistent-2026-11-28.md).
+template <class F, bool kPersistent = true>
 void launch_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
   const int R = rows_per_warp == 4 && a.M <= 8 ? 4 : 2;  // 4 rows x 16 tokens would spill
   const int rows_per_cta = kWarps / a.k_splits * R;
   const dim3 grid((a.N + rows_per_cta - 1) / rows_per_cta);
   auto go = [&](auto kernel, size_t smem = 0) { launch_pdl(kernel, grid, kThreads, smem, s, a); };
   const size_t xbytes = size_t(a.K) * 2;
+  if constexpr (kPersistent && HalfDot<F>::value)
+    if (R == 2 && launch_persistent_gemv<F>(a, grid.x, s)) return;
   if (smem_x_fits(a.M, a.K)) {
     R == 4 ? go(gemv_entry<F, 1, 4, true>(), xbytes) : go(gemv_entry<F, 1, 2, true>(), xbytes);
   } else if (R == 4) {
@@ -373,12 +478,35 @@ void launch_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
   }
 }
 
+// An FP4 (E2M1) policy B decoded through the FP8 pair conversion instead (fp4x8_e4m3_h: value *
+// 2^-6, X halved so the products are value * X * 2^-7 whatever B's own scaling): 11 operations per
+// code word where bit placement takes 19. It pays at one row where X is read from global memory
+// (rows too long to stage X: the down projections; fp4-g128 14.3 -> 13.2 us at Llama-3.1-8B's
+// shape); with X in shared memory it measured 5-8% slower (docs/perf/gemv-staged-pairs-2026-11-27.md).
+// Compute capability 8.9+ (launch_fp4_gemv checks). Not for RaZeR (its -0 codes are special).
+template <class B>
+struct E4M3Decoded : B {
+  static constexpr bool kEvenOddPairs = true;
+  static constexpr float kHalfFactor = 128.0f;
+  static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const typename B::Meta&,
+                                                   const GemvArgs&, uint32_t (&h)[4]) {
+    fp4x8_e4m3_h(word_of(w, e), h);
+  }
+};
+// launch_gemv<F>, with E4M3Decoded<F> at one row where X is not staged.
+template <class F>
+void launch_fp4_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
+  if (a.M == 1 && !smem_x_fits(a.M, a.K) && tc::compute_capability() >= 89)
+    launch_gemv<E4M3Decoded<F>, false>(a, rows_per_warp, s);  // X not staged: never persistent
+  else launch_gemv<F>(a, rows_per_warp, s);
+}
+
 // RaZeR formats on CUDA cores: the byte-table decoder (Table) where both special values fit an
 // fp16 high byte, else bit placement with the select (Bits).
 template <class Table, class Bits>
 void launch_razer_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
-  if (razer_sv_fits_hi_byte(a)) launch_gemv<Table>(a, rows_per_warp, s);
-  else launch_gemv<Bits>(a, rows_per_warp, s);
+  if (razer_sv_fits_hi_byte(a)) launch_gemv<Table, false>(a, rows_per_warp, s);
+  else launch_gemv<Bits, false>(a, rows_per_warp, s);
 }
 
 }  // namespace nibble::cuda::detail

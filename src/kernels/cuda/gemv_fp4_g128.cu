@@ -5,7 +5,6 @@
 // sign, bit 14 the sv magnitude select, the rest the scale).
 // Paper 001's Listing 1 decodes repacked {E1 E0 M S} nibbles instead; it needs about twice the
 // operations per pair, and the one-row GEMV is issue-bound (docs/perf/fp4-g128-bits-2026-11-27.md).
-#include "gemm_launch.cuh"
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
 
@@ -56,23 +55,7 @@ struct Fp4G128RazerTable : Fp4G128<true> {
   }
 };
 
-// fp4-g128 through the FP8 pair conversion (fp4x8_e4m3_h: value * 2^-6, X halved so the products
-// stay value * X * 2^-7): 11 operations per code word where the bit placement takes 19. It pays
-// where X is read from global memory at one row (rows too long for X in shared memory: the down
-// projection, 14.3 -> 13.2 us at Llama-3.1-8B's shape); with X in shared memory the same decoder
-// measured 5-8% slower (docs/perf/gemv-staged-pairs-2026-11-27.md). Compute capability 8.9+.
-struct Fp4G128E4M3 : Fp4G128<false> {
-  static constexpr bool kEvenOddPairs = true;
-  static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const Meta&, const GemvArgs&,
-                                                   uint32_t (&h)[4]) {
-    fp4x8_e4m3_h(word_of(w, e), h);
-  }
-};
-
-void launch_fp4_g128(const GemvArgs& a, int r, cudaStream_t s) {
-  if (a.M == 1 && !smem_x_fits(a.M, a.K) && tc::compute_capability() >= 89) launch_gemv<Fp4G128E4M3>(a, r, s);
-  else launch_gemv<Fp4G128<false>>(a, r, s);
-}
+void launch_fp4_g128(const GemvArgs& a, int r, cudaStream_t s) { launch_fp4_gemv<Fp4G128<false>>(a, r, s); }
 void launch_razer_fp4_g128(const GemvArgs& a, int r, cudaStream_t s) {
   launch_razer_gemv<Fp4G128RazerTable, Fp4G128<true>>(a, r, s);
 }

@@ -50,7 +50,7 @@ struct Mxfp4Tiles {
   }
 };
 
-void launch_mxfp4(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Mxfp4>(a, r, s); }
+void launch_mxfp4(const GemvArgs& a, int r, cudaStream_t s) { launch_fp4_gemv<Mxfp4>(a, r, s); }
 void launch_mma_mxfp4(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Mxfp4Tiles>(a, s); }
 
 }  // namespace nibble::cuda::detail

@@ -6,7 +6,7 @@
 
 namespace nibble::cuda::detail {
 
-void launch_nvfp4_bits(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nvfp4Bits<false>>(a, r, s); }
+void launch_nvfp4_bits(const GemvArgs& a, int r, cudaStream_t s) { launch_fp4_gemv<Nvfp4Bits<false>>(a, r, s); }
 void launch_nvfp4_lut(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nvfp4Lut<false>>(a, r, s); }
 void launch_mma_nvfp4(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Nvfp4Bits<false>>(a, s); }
 // M <= 8, K % 64 == 0 and the shared memory (ring, reduction, X) within the opt-in limit.
