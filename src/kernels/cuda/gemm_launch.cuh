@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "device_info.h"
 #include "gemm_core.cuh"
 #include "nibble/cuda/check.h"
 #include "nibble/cuda/gemm.h"
@@ -20,8 +21,6 @@ __global__ void __launch_bounds__(T::THREADS, 2)
 // y[m, n] = alpha * row_scale[m] * sum over splits of partial[s, m, n].
 void splitk_reduce(const float* partial, int splits, int M, int N, const float* row_scale, float alpha, uint16_t* y,
                    cudaStream_t stream);
-int sm_count();
-int compute_capability();  // of the current device: major * 10 + minor
 
 // fp16 paths (dequantizing B): warps side by side along N, so no two warps dequantize the same B
 // fragment (measured faster for W4A16). e4m3 path (B used as stored): 2 x 4 warps (measured faster).

@@ -22,14 +22,10 @@
 #include <type_traits>
 
 #include "decode.cuh"
+#include "device_info.h"
 #include "gemv_args.h"
 #include "nibble/cuda/check.h"
 #include "pdl.cuh"
-
-namespace nibble::cuda::tc {
-int sm_count();  // gemm_support.cu
-int compute_capability();  // gemm_support.cu
-}
 
 namespace nibble::cuda::detail {
 
