@@ -25,7 +25,8 @@
 // interleaving chunks as one group, and the CTAs add their sums through distributed shared memory:
 // shapes with few row blocks (the down and o projections: N / 32 = 128 CTAs for 132 SMs at 16
 // tokens) otherwise leave SMs idle and give each warp a long chain of dependent steps.
-// At one row X is first copied into shared memory (kSmemX, gemv.cuh's kSmemXMaxBytes).
+// At one row X is first copied into shared memory (kSmemX, gemv.cuh's kSmemXMaxBytes); at two token
+// tiles each warp copies the X of its next chunk into a ring of its own (kXRowHalves).
 //
 // Scales: a policy with kScaledH multiplies its decoded fp16 pairs by the group scale in fp16
 // inside decode_h, exactly (docs/kernels.md: the products fit fp16's grid), so the mma
@@ -35,6 +36,7 @@
 #include <cuda_fp16.h>
 
 #include "decode.cuh"
+#include "gemm_core.cuh"
 #include "gemv.cuh"
 #include "gemv_args.h"
 #include "repack.h"
@@ -79,6 +81,37 @@ __device__ __forceinline__ void tile_meta(uint32_t s0, uint32_t s1, typename F::
 
 // Shared memory of one CTA for the final reduction.
 constexpr size_t mma_red_bytes(int row_blocks, int nt) { return size_t(kWarps) * row_blocks * nt * 4 * 32 * sizeof(float); }
+
+// How a warp gets X's B fragments at two token tiles (M > 8), X not staged:
+// - kXAhead (the fp16-scaled policies, nvfp4 and mxfp4): loaded with the weights one step ahead,
+//   into the registers acc2 leaves free. ncu on gate_up at M = 16 had found the warps stalled on
+//   loads right before their mma (L1 hit rate 45%, one issue every 6.9 cycles).
+// - kXRing (an FP32-scaled policy that sets kMmaXRing: fp4-g128): each warp copies the X of its
+//   next chunk (16 tokens x 64 k) into its own two-buffer ring in shared memory with cp.async, and
+//   reads the fragments from there. A token's row is padded to 80 halves (160 bytes) so that the
+//   8-byte reads of a half-warp (tokens g, 4 t) hit 32 different banks. Against fragments read
+//   from global memory before their mma (H100, M = 16, 2026-11-28): fp4-g128 the four
+//   Llama-3.1-8B shapes 3-11% faster, batch 16 decode +3.6%; nf4 +1% summed but batch 16 -1.0%,
+//   int4-g128 level, razer-fp4-g128 6% slower (so these three leave it off); and against kXAhead
+//   nvfp4 and mxfp4 1-4% slower. (kXAhead for the FP32-scaled policies spilled and measured 0-6%
+//   slower.) On an H200: fp4-g128 gate_up 1.05x, down 1.10x, batch 16 decode +5.2 to +5.9%.
+// - else right before their mma, from global memory.
+template <class F, class = void>
+struct MmaXRingOpt : std::false_type {};
+template <class F>
+struct MmaXRingOpt<F, std::void_t<decltype(F::kMmaXRing)>> : std::bool_constant<F::kMmaXRing> {};
+template <class F>
+constexpr bool mma_x_ring() { return !F::kScaledH && MmaXRingOpt<F>::value; }
+constexpr int kXRowHalves = 80;
+constexpr int kXBufHalves = 16 * kXRowHalves;
+constexpr size_t kXRingBytes = size_t(kWarps) * 2 * kXBufHalves * sizeof(__half);
+// The kernel's dynamic shared memory: the reduction, or the X rings where they are larger (the
+// reduction reuses them after the loop), then X [M, K] where it is staged (one row).
+template <class F>
+constexpr size_t mma_smem_bytes(int row_blocks, int nt) {
+  const size_t red = mma_red_bytes(row_blocks, nt);
+  return nt == 2 && mma_x_ring<F>() && kXRingBytes > red ? kXRingBytes : red;
+}
 
 // Stores the outputs of the CTA's row blocks blk0 ...: value v (block, token tile, register) of
 // each lane is sum(v), for v = v0, v0 + vstep, ... (one warp per value: a silu pair's rows meet
@@ -192,8 +225,8 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   // it, at one or two token tiles (one FMA per group instead of one per tile: M = 16 1.02-1.15x
   // for int4-g128, nf4 and fp4-g128, 2026-11-24).
   constexpr int kTilesPerGroup = F::kScaledH ? 1 : F::kGroupK >= 64 ? 4 : F::kGroupK / 16;
-  extern __shared__ float red[];  // [kWarps][RB * NT * 4][32], then (kSmemX) X [M, K]
-  uint4* xs = reinterpret_cast<uint4*>(red + mma_red_bytes(RB, NT) / sizeof(float));
+  extern __shared__ float red[];  // [kWarps][RB * NT * 4][32] (after the loop), then (kSmemX) X [M, K]
+  uint4* xs = reinterpret_cast<uint4*>(red + mma_smem_bytes<F>(RB, NT) / sizeof(float));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int nchunks = a.K / 64, nblocks = (a.N + 15) / 16;
@@ -233,11 +266,12 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[b][n][i] = acc2[b][n][i] = 0.0f;
 
-  // Two token tiles of a scaled policy: X's B fragments of a step are loaded with its weights, one
-  // step ahead (in the registers acc2 leaves free), not right before their mma: ncu on gate_up at
-  // M = 16 found the warps stalled on those loads (L1 hit rate 45%, one issue every 6.9 cycles).
-  // (For the FP32-scaled policies it measured 0-6% slower at M = 16, with a few spills: 2026-11-24.)
+  // X's B fragments at two token tiles (mma_x_ring above). The ring's buffer i holds the X of the
+  // chunks that stage s_i's weights belong to.
   constexpr bool kXAhead = F::kScaledH && NT == 2 && !kSmemX;
+  constexpr bool kXRing = mma_x_ring<F>() && NT == 2 && !kSmemX;
+  static_assert(!kXRing || U == 1, "the ring holds one chunk per warp and step");
+  __half* xring = reinterpret_cast<__half*>(red) + warp * 2 * kXBufHalves;
   constexpr int kUS = F::kScaledH ? U : 1, kUM = F::kScaledH ? 1 : U;
   struct Stage {
     uint4 wq[U][RB];
@@ -268,7 +302,10 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
       }
     }
   };
-  auto load_x = [&](Stage& st, int c0) {  // X is the previous kernel's output: only after pdl_wait
+  // X is the previous kernel's output: only after pdl_wait. kXAhead: into the stage's registers;
+  // kXRing: chunk c0's 16 x 64 halves into buffer buf, 128 copies of 16 bytes, four per lane, eight
+  // lanes per token row (coalesced).
+  auto load_x = [&](Stage& st, int c0, int buf) {
     if constexpr (kXAhead) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -278,9 +315,27 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
 #pragma unroll
           for (int n = 0; n < NT; ++n) st.xb[u][j][n] = __ldg(xrow[n] + 16 * c + 4 * j);
       }
+    } else if constexpr (kXRing) {
+      __syncwarp();  // every lane has read the buffer's previous chunk
+      __half* dst = xring + buf * kXBufHalves;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int i = lane + 32 * q, token = i / 8, piece = i % 8;
+        tc::cp_async16(dst + token * kXRowHalves + 8 * piece,
+                       a.x + size_t(min(token, a.M - 1)) * a.K + 64 * c0 + 8 * piece, true);
+      }
+      tc::cp_async_commit();
     }
   };
-  auto compute = [&](const Stage& st, int c0) {
+  const int step = group_warps * U;
+  // buf: the ring buffer of this step's X (kXRing); the next step's copies may be in flight.
+  auto compute = [&](const Stage& st, int c0, int buf) {
+    if constexpr (kXRing) {
+      if (c0 + step < nchunks) tc::cp_async_wait<1>();
+      else tc::cp_async_wait<0>();
+      __syncwarp();  // every lane's copies visible to the warp
+    }
+    const uint2* xr = reinterpret_cast<const uint2*>(xring + buf * kXBufHalves + g * kXRowHalves + 4 * t);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + group_warps * u;
@@ -300,6 +355,8 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
           [&](int n, int j) -> uint2 {
             if constexpr (kXAhead) {
               return st.xb[u][j][n];
+            } else if constexpr (kXRing) {
+              return xr[n * 8 * kXRowHalves / 4 + 4 * j];
             } else {
               return kSmemX ? xrow[n][16 * c + 4 * j] : __ldg(xrow[n] + 16 * c + 4 * j);
             }
@@ -307,32 +364,32 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
           acc, acc2);
     }
   };
-  const int step = group_warps * U;
   int c0 = part * kWarps + warp;
   Stage s0, s1;
   if (c0 < nchunks) load(s0, c0);
   pdl_wait();  // the weights are constant: their first chunks load while the previous kernel ends
   pdl_trigger();
   if constexpr (kSmemX) stage_x(a, xs);
-  if (c0 < nchunks) load_x(s0, c0);
+  if (c0 < nchunks) load_x(s0, c0, 0);
   // The next step's chunks are in flight while this one is decoded. Scaled policies: the two stages
   // take turns (the loop unrolled by two), so no stage is copied from one step to the next (NVFP4
   // M = 16: 11% fewer instructions); the others copy (their unrolled loops measured up to 8% slower).
   if constexpr (F::kScaledH) {
     for (; c0 < nchunks; c0 += 2 * step) {
-      if (c0 + step < nchunks) load(s1, c0 + step), load_x(s1, c0 + step);
-      compute(s0, c0);
+      if (c0 + step < nchunks) load(s1, c0 + step), load_x(s1, c0 + step, 1);
+      compute(s0, c0, 0);
       if (c0 + step >= nchunks) break;
-      if (c0 + 2 * step < nchunks) load(s0, c0 + 2 * step), load_x(s0, c0 + 2 * step);
-      compute(s1, c0 + step);
+      if (c0 + 2 * step < nchunks) load(s0, c0 + 2 * step), load_x(s0, c0 + 2 * step, 0);
+      compute(s1, c0 + step, 1);
     }
   } else {
-    for (; c0 < nchunks; c0 += step) {
-      if (c0 + step < nchunks) load(s1, c0 + step), load_x(s1, c0 + step);
-      compute(s0, c0);
+    for (int buf = 0; c0 < nchunks; c0 += step, buf ^= 1) {
+      if (c0 + step < nchunks) load(s1, c0 + step), load_x(s1, c0 + step, buf ^ 1);
+      compute(s0, c0, buf);
       s0 = s1;
     }
   }
+  if constexpr (kXRing) __syncthreads();  // the reduction below overwrites other warps' rings
 
   constexpr int kVals = RB * NT * 4;
 #pragma unroll
@@ -370,9 +427,9 @@ void launch_mma_cluster(const GemvArgs& a, cudaStream_t s) {
   if constexpr (NT == 1) {
     if (smem_x_fits(a.M, a.K))
       return launch_pdl_cluster(parts, gemv_mma_kernel<F, 1, RB, true, kCluster>, grid, kThreads,
-                                mma_red_bytes(RB, 1) + size_t(a.K) * 2, s, a);
+                                mma_smem_bytes<F>(RB, 1) + size_t(a.K) * 2, s, a);
   }
-  launch_pdl_cluster(parts, gemv_mma_kernel<F, NT, RB, false, kCluster>, grid, kThreads, mma_red_bytes(RB, NT), s, a);
+  launch_pdl_cluster(parts, gemv_mma_kernel<F, NT, RB, false, kCluster>, grid, kThreads, mma_smem_bytes<F>(RB, NT), s, a);
 }
 
 template <class F, int NT, int RB>
