@@ -1,25 +1,26 @@
-// Split-K decode attention (flash-decoding) in one kernel. A CTA takes one (sequence, KV head,
-// chunk of up to 256 keys) for HPC query heads of the group. The chunk's K and V rows arrive by
-// cp.async in tiles of 8 KB each (32-128 keys by head dim and element type: FP16, or E4M3 codes
-// whose row scales arrive with them), two tiles in flight, so a CTA waits on DRAM about once
-// instead of once per dependent load of each lane; per tile it computes the scores (D/8 lanes per
-// key), updates each head's running max and sum (online softmax), rescales and accumulates P.V.
-// The partial (max, sum, acc) goes to the workspace; the last CTA of a (sequence, head group) to
-// finish (a counter in the workspace) combines the chunks' partials into the output, where a
-// second kernel did before (one kernel boundary fewer per layer).
+// Split-K decode attention (flash-decoding, ops_attention_decode.cuh) on CUDA cores: the kernel of
+// E4M3 caches (FP16 caches run on tensor cores, ops_attention_decode_tc.cu, unless NIBBLE_ATTN_TC=0),
+// and the host entry that picks the kernel and its chunks. A CTA takes one (sequence, KV head, chunk
+// of up to 256 keys) for HPC query heads of the group. The chunk's K and V rows arrive by cp.async
+// in tiles of 8 KB each (32-128 keys by head dim and element type: FP16, or E4M3 codes whose row
+// scales arrive with them), two tiles in flight, so a CTA waits on DRAM about once instead of once
+// per dependent load of each lane; per tile it computes the scores (D/8 lanes per key), updates
+// each head's running max and sum (online softmax), rescales and accumulates P.V.
 // The grid is sized for max_pos_hint; a CTA whose chunk starts past its query's position returns
 // at once. A grid resident at once requests its first two tiles before griddepcontrol.wait (all
 // rows but the new token's, which the kernel before stores).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "gemm_launch.cuh"
 #include "nibble/cuda/ops.h"
-#include "ops_common.cuh"
-#include "ops_kv.cuh"
+#include "ops_attention_decode.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
+using namespace attn;
 using tc::cp_async16;
 using tc::cp_async4;
 using tc::cp_async_commit;
@@ -27,48 +28,9 @@ using tc::cp_async_wait;
 
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
-constexpr int kMaxChunk = 256;
 constexpr int kTileBytes = 8192;  // of K, and of V, per tile in shared memory
 template <class Kv, int D>
 constexpr int kTile = kTileBytes / (D * Kv::kElemBytes);  // keys per tile
-
-int chunk_slots(int max_ctx) { return (max_ctx + kMaxChunk - 1) / kMaxChunk + 32; }
-// Floats of one sequence's workspace (DecodeArgs::ws), a multiple of 4 (16-byte aligned parts).
-int64_t ws_stride(int nh, int d, int max_ctx) {
-  return (int64_t(nh) * chunk_slots(max_ctx) * (d + 2) + 3) / 4 * 4 + (nh + 3) / 4 * 4;
-}
-
-struct DecodeArgs {
-  const uint16_t* q;
-  const int32_t* slot;
-  const int32_t* pos;
-  KvCache cache;
-  uint16_t* out;
-  // Per sequence b, at b * ws_stride floats (the same place whatever B is, so steps of different
-  // B share one workspace): acc [nh][slots][d], then (max (base 2), sum) [nh][slots], then per
-  // head group the chunks finished [round_up(nh, 4)] (unsigned, zero between launches).
-  float* ws;
-  int64_t ws_stride;
-  int max_pos_hint, max_ctx, nh, nkv, group, slots, chunk;
-  float qscale;  // 1/sqrt(d) * log2(e)
-  bool prewait;  // request the first tiles before griddepcontrol.wait (a grid resident at once)
-};
-
-__device__ __forceinline__ float* ws_acc(const DecodeArgs& a, int b, int h, int c, int d) {
-  return a.ws + b * a.ws_stride + (int64_t(h) * a.slots + c) * d;
-}
-__device__ __forceinline__ float2* ws_ml(const DecodeArgs& a, int b, int h, int d) {  // chunk 0 of head h
-  return reinterpret_cast<float2*>(a.ws + b * a.ws_stride + int64_t(a.nh) * a.slots * d) + int64_t(h) * a.slots;
-}
-__device__ __forceinline__ unsigned* ws_done(const DecodeArgs& a, int b, int d) {
-  return reinterpret_cast<unsigned*>(a.ws + b * a.ws_stride + int64_t(a.nh) * a.slots * (d + 2));
-}
-
-__device__ __forceinline__ bool decode_pos_ok(const DecodeArgs& a, int p, int s) {
-  return p >= 0 && p <= a.max_pos_hint && p < a.max_ctx && s >= 0;
-}
 
 template <class Kv, int D, int HPC>
 __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const DecodeArgs a) {
@@ -247,81 +209,16 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
     ws_acc(a, b, h0 + h, blockIdx.x, D)[e] = sum;
   }
 
-  // The last of the nc chunk CTAs of (b, head group) to get here combines (threadFenceReduction's
-  // pattern: each CTA's partials are visible device-wide before it counts itself).
-  __shared__ bool s_last;
-  const int nc = p / a.chunk + 1;
-  unsigned* done = ws_done(a, b, D) + blockIdx.y;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) s_last = atomicAdd(done, 1u) == unsigned(nc - 1);
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  if (threadIdx.x == 0) *done = 0;  // for the next launch (stream-ordered after this one)
-  // out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c - M) l_c, one warp per head: the lanes take the
-  // chunks' (max, sum) side by side, then D/32 columns each. Partials by L2 (__ldcg): other SMs
-  // wrote them during this kernel. Up to kFast chunks (Llama-3.1-8B: 1024 keys at batch 1, 4096 at
-  // batch 16) every partial is requested together with the (max, sum): one round trip to L2 where
-  // the general path below takes one for the (max, sum), then one per 8 chunks (batch 16 +0.7 to
-  // +1.2% end to end, docs/perf/gemv-ring-combine-2026-11-27.md).
-  constexpr int kCols = D / 32;
-  constexpr int kFast = HPC == 1 && D == 128 ? 8 : 16;  // 16 spills there
-  auto load_ml = [&](const float2* ml, int c) { return c < nc ? __ldcg(ml + c) : make_float2(-INFINITY, 0.0f); };
-  auto load_part = [&](int h, int c, float (&part)[kCols]) {
-    const float* src = ws_acc(a, b, h0 + h, c, D) + lane * kCols;
-    if constexpr (kCols == 4) {
-      const float4 t = __ldcg(reinterpret_cast<const float4*>(src));
-      part[0] = t.x, part[1] = t.y, part[2] = t.z, part[3] = t.w;
-    } else {
-      const float2 t = __ldcg(reinterpret_cast<const float2*>(src));
-      part[0] = t.x, part[1] = t.y;
-    }
-  };
-  for (int h = warp; h < HPC; h += kWarps) {
-    const float2* ml = ws_ml(a, b, h0 + h, D);
-    const float2 ml0 = load_ml(ml, lane);
-    float l = 0.0f, o[kCols] = {};
-    if (nc <= kFast) {
-      float part[kFast][kCols];
-#pragma unroll
-      for (int j = 0; j < kFast; ++j)
-        if (j < nc) load_part(h, j, part[j]);
-      const float mx = warp_max(ml0.x);  // finite: every chunk has a key
-      const float f = exp2f(ml0.x - mx);  // 0 past the last chunk
-      l = f * ml0.y;
-#pragma unroll
-      for (int j = 0; j < kFast; ++j) {
-        const float fj = __shfl_sync(0xffffffffu, f, j);
-        if (j < nc)
-#pragma unroll
-          for (int i = 0; i < kCols; ++i) o[i] += fj * part[j][i];
-      }
-    } else {
-      // The first 32 chunks' (max, sum) stay in registers from the max pass.
-      float mx = ml0.x;
-      for (int c = lane + 32; c < nc; c += 32) mx = fmaxf(mx, __ldcg(ml + c).x);
-      mx = warp_max(mx);
-      for (int cb = 0; cb < nc; cb += 32) {
-        const float2 v = cb == 0 ? ml0 : load_ml(ml, cb + lane);
-        const float f = exp2f(v.x - mx);
-        l += f * v.y;
-        const int cn = min(32, nc - cb);
-#pragma unroll 8
-        for (int j = 0; j < cn; ++j) {
-          const float fj = __shfl_sync(0xffffffffu, f, j);
-          float part[kCols];
-          load_part(h, cb + j, part);
-#pragma unroll
-          for (int i = 0; i < kCols; ++i) o[i] += fj * part[i];
-        }
-      }
-    }
-    l = warp_sum(l);
-    uint16_t* out = a.out + (int64_t(b) * a.nh + h0 + h) * D + lane * kCols;
-#pragma unroll
-    for (int i = 0; i < kCols; ++i) out[i] = f2h(o[i] / l);
-  }
+  combine_if_last<D, HPC == 1 && D == 128 ? 8 : 16>(a, b, h0, p);  // 16 spills there
+}
+
+// NIBBLE_ATTN_TC=0 keeps FP16 caches on the CUDA-core kernel (for comparison).
+bool tc_attention_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("NIBBLE_ATTN_TC");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
 }
 
 template <class Kv, int D>
@@ -361,7 +258,8 @@ void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32
   require(aligned16(q) && aligned16(workspace), fn, "q and workspace must be 16-byte aligned");
 
   const int group = nh / nkv;
-  const int hpc = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+  const bool on_tc = cache.type == KvType::fp16 && tc_attention_enabled() && tc::compute_capability() >= 80;
+  const int hpc = on_tc ? tc_heads_per_cta(group) : group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
   const int slots = chunk_slots(max_ctx);
   // Shorter chunks when the grid would leave SMs idle (few sequences, short context), as long as
   // the chunks fit the workspace's slots. Target: 4 CTAs per SM (ncu at batch 16, ~530 keys, with
@@ -369,14 +267,22 @@ void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32
   const int64_t ctas_per_chunk = int64_t(B) * nkv * (group / hpc);
   auto n_chunks = [&](int chunk) { return (max_pos_hint + chunk) / chunk; };
   int chunk = kMaxChunk;
-  while (chunk > 64 && ctas_per_chunk * n_chunks(chunk) < 4 * tc::sm_count() && n_chunks(chunk / 2) <= slots)
-    chunk /= 2;
+  if (on_tc) {
+    chunk = tc_chunk(ctas_per_chunk, max_pos_hint, slots, d);
+  } else {
+    while (chunk > 64 && ctas_per_chunk * n_chunks(chunk) < 4 * tc::sm_count() && n_chunks(chunk / 2) <= slots)
+      chunk /= 2;
+  }
   require(nkv * (group / hpc) <= 65535, fn, "too many heads for one launch");
 
   DecodeArgs a{q, slot, pos, cache, out, static_cast<float*>(workspace), ws_stride(nh, d, max_ctx),
                max_pos_hint, max_ctx, nh, nkv, group, slots, chunk,
-               float(1.0 / std::sqrt(double(d)) * M_LOG2E), false};
+               float(1.0 / std::sqrt(double(d)) * M_LOG2E), false, hpc};
   const dim3 grid{unsigned(n_chunks(chunk)), unsigned(nkv * (group / hpc)), unsigned(B)};
+  if (on_tc) {
+    launch_decode_tc(a, grid, d, stream);
+    return check_launch(fn);
+  }
   a.prewait = int64_t(grid.x) * grid.y * grid.z <= 4 * tc::sm_count();
   with_kv(cache, [&](auto kv) {
     using Kv = decltype(kv);
