@@ -39,18 +39,10 @@
 #include "gemm_core.cuh"
 #include "gemv.cuh"
 #include "gemv_args.h"
+#include "mma.cuh"
 #include "repack.h"
 
 namespace nibble::cuda::detail {
-
-// d += A · B (FP32 accumulators in place).
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // Bytes per block and chunk in the tile layout: the scaled policies' chunks carry the block's
 // 16 rows x kTileScaleBytes after the 512 code bytes (repack_mma_tiles), the others read their

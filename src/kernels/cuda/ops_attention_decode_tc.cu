@@ -13,9 +13,13 @@
 #include <algorithm>
 
 #include "gemm_launch.cuh"
+#include "mma.cuh"
 #include "ops_attention_decode.cuh"
 
 namespace nibble::cuda::ops::attn {
+using cuda::detail::ldmatrix_x4;
+using cuda::detail::ldmatrix_x4_trans;
+using cuda::detail::mma_16816;
 using tc::cp_async16;
 using tc::cp_async_commit;
 using tc::cp_async_wait;
@@ -32,23 +36,6 @@ constexpr size_t tc_smem_bytes() {  // S stages of K and V tiles; the warps' mer
   return size_t(S) * 2 * kTcKeys * D * 2;
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(tc::smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(tc::smem_addr(p)));
-}
-__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -147,8 +134,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
         uint32_t kb[4];  // ldmatrix: matrices (keys 0-7 | 8-15) x (d 16 kk + 0-7 | 8-15)
         const int r = 16 * warp + (lane >> 4) * 8 + (lane & 7);
         ldmatrix_x4(kb, ks_ + unit_at(r, 2 * kk + ((lane >> 3) & 1)));
-        mma_f16(sc[0], qa[kk], kb[0], kb[1]);
-        mma_f16(sc[1], qa[kk], kb[2], kb[3]);
+        mma_16816(sc[0], qa[kk], kb[0], kb[1]);
+        mma_16816(sc[1], qa[kk], kb[2], kb[3]);
       }
       float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -187,10 +174,10 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
         uint32_t vb[4];  // ldmatrix.trans: matrices (keys 0-7 | 8-15) x (d 8 j + 0-7 | 8 j + 8-15)
         const int r = 16 * warp + ((lane >> 3) & 1) * 8 + (lane & 7);
         ldmatrix_x4_trans(vb, vs_ + unit_at(r, j + (lane >> 4)));
-        mma_f16(o[j], ph, vb[0], vb[1]);
-        mma_f16(o[j], pl, vb[0], vb[1]);
-        mma_f16(o[j + 1], ph, vb[2], vb[3]);
-        mma_f16(o[j + 1], pl, vb[2], vb[3]);
+        mma_16816(o[j], ph, vb[0], vb[1]);
+        mma_16816(o[j], pl, vb[0], vb[1]);
+        mma_16816(o[j + 1], ph, vb[2], vb[3]);
+        mma_16816(o[j + 1], pl, vb[2], vb[3]);
       }
     }
     __syncthreads();  // stage t % S is free again
