@@ -1,6 +1,6 @@
-// Split-K decode attention (flash-decoding, ops_attention_decode.cuh) on CUDA cores: the kernel of
-// E4M3 caches (FP16 caches run on tensor cores, ops_attention_decode_tc.cu, unless NIBBLE_ATTN_TC=0),
-// and the host entry that picks the kernel and its chunks. A CTA takes one (sequence, KV head, chunk
+// Split-K decode attention (flash-decoding, ops_attention_decode.cuh) on CUDA cores, and the host
+// entry that picks the kernel and its chunks. Decode runs on tensor cores (ops_attention_decode_tc.cu)
+// from sm_80; this kernel serves older GPUs and NIBBLE_ATTN_TC=0 (the comparison). A CTA takes one (sequence, KV head, chunk
 // of up to 256 keys) for HPC query heads of the group. The chunk's K and V rows arrive by cp.async
 // in tiles of 8 KB each (32-128 keys by head dim and element type: FP16, or E4M3 codes whose row
 // scales arrive with them), two tiles in flight, so a CTA waits on DRAM about once instead of once
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
   combine_if_last<D, HPC == 1 && D == 128 ? 8 : 16>(a, b, h0, p);  // 16 spills there
 }
 
-// NIBBLE_ATTN_TC=0 keeps FP16 caches on the CUDA-core kernel (for comparison).
+// NIBBLE_ATTN_TC=0 keeps decode attention on the CUDA-core kernel (for comparison).
 bool tc_attention_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("NIBBLE_ATTN_TC");
@@ -258,7 +258,7 @@ void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32
   require(aligned16(q) && aligned16(workspace), fn, "q and workspace must be 16-byte aligned");
 
   const int group = nh / nkv;
-  const bool on_tc = cache.type == KvType::fp16 && tc_attention_enabled() && tc::compute_capability() >= 80;
+  const bool on_tc = tc_attention_enabled() && tc::compute_capability() >= 80;
   const int hpc = on_tc ? tc_heads_per_cta(group) : group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
   const int slots = chunk_slots(max_ctx);
   // Shorter chunks when the grid would leave SMs idle (few sequences, short context), as long as
@@ -268,7 +268,7 @@ void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32
   auto n_chunks = [&](int chunk) { return (max_pos_hint + chunk) / chunk; };
   int chunk = kMaxChunk;
   if (on_tc) {
-    chunk = tc_chunk(ctas_per_chunk, max_pos_hint, slots, d);
+    chunk = tc_chunk(ctas_per_chunk, max_pos_hint, slots, cache, d);
   } else {
     while (chunk > 64 && ctas_per_chunk * n_chunks(chunk) < 4 * tc::sm_count() && n_chunks(chunk / 2) <= slots)
       chunk /= 2;

@@ -134,11 +134,11 @@ __device__ __forceinline__ void combine_if_last(const DecodeArgs& a, int b, int 
   }
 }
 
-// The tensor-core kernel (ops_attention_decode_tc.cu, FP16 caches): its query heads per CTA for a
-// group size (the largest divisor <= 16), and its launch (sets a.prewait from its occupancy).
+// The tensor-core kernel (ops_attention_decode_tc.cu): its query heads per CTA for a group size
+// (the largest divisor <= 16), its keys per chunk (a multiple of its 64-key tile) for
+// ctas_per_chunk CTAs per chunk index, and its launch (sets a.prewait from its occupancy).
 int tc_heads_per_cta(int group);
-// Its keys per chunk (a multiple of its 64-key tile) for ctas_per_chunk CTAs per chunk index.
-int tc_chunk(int64_t ctas_per_chunk, int max_pos_hint, int slots, int d);
-void launch_decode_tc(const DecodeArgs& a, dim3 grid, int d, cudaStream_t stream);
+int tc_chunk(int64_t ctas_per_chunk, int max_pos_hint, int slots, const KvCache& cache, int d);
+void launch_decode_tc(DecodeArgs a, dim3 grid, int d, cudaStream_t stream);
 
 }  // namespace nibble::cuda::ops::attn

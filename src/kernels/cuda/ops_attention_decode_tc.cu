@@ -1,16 +1,20 @@
-// Split-K decode attention on tensor cores (FP16 KV cache, sm_80+). The a.hpc (<= 16) query heads
-// of a CTA are the 16 rows of an mma.m16n8k16 tile (rows past a.hpc are zero): per 64-key tile of
-// the chunk each of the four warps takes 16 keys, computes their scores Q.K^T (D / 16 mma steps x
-// two 8-key column tiles, K fragments by ldmatrix from shared memory), updates its own running max
-// and sum per head (online softmax in registers), and adds P.V (P split into an fp16 high and low
-// part, so the probabilities keep ~22 bits as in the FP32 kernel; V fragments by transposing
-// ldmatrix). The warps merge their partials once, at the chunk's end. Against the CUDA-core kernel
-// (one 16-lane dot product and shuffle reduction per key and head, three CTA barriers per tile) it
-// issues a fraction of the instructions per key, which is what limited that kernel at 16 and 64
-// sequences (ncu at batch 16: 37% issue-busy at 21% occupancy, DRAM 40%).
-// Tiles arrive by cp.async, kTcStages in flight, rows stored with their 16-byte units XOR-swizzled by
-// row (unit u of row r at u ^ (r % 8)) so that the eight rows an ldmatrix reads hit distinct banks.
+// Split-K decode attention on tensor cores (sm_80+). The a.hpc (<= 16) query heads of a CTA are the
+// 16 rows of an mma.m16n8k16 tile (rows past a.hpc are zero): per 64-key tile of the chunk each of
+// the four warps takes 16 keys, computes their scores Q.K^T (D / 16 mma steps x two 8-key column
+// tiles, K fragments by ldmatrix from shared memory), updates its own running max and sum per head
+// (online softmax in registers), and adds P.V (P split into an fp16 high and low part, so the
+// probabilities keep ~22 bits as in the FP32 kernel; V fragments by transposing ldmatrix). The
+// warps merge their partials once, at the chunk's end. Against the CUDA-core kernel (one 16-lane
+// dot product and shuffle reduction per key and head, three CTA barriers per tile) it issues a
+// fraction of the instructions per key, which is what limited that kernel at 16 and 64 sequences
+// (ncu at batch 16: 37% issue-busy at 21% occupancy, DRAM 40%).
+// Tiles arrive by cp.async, several in flight. FP16 rows are stored with their 16-byte units
+// XOR-swizzled by row (unit u of row r at u ^ (r % 8)) so that the eight rows an ldmatrix reads hit
+// distinct banks. E4M3 rows arrive as codes with their row scales; each warp converts its 16 rows
+// to FP16 (exact) into a swizzled buffer of its own, and the scales multiply the scores (K) and
+// the probabilities (V) in FP32.
 #include <algorithm>
+#include <type_traits>
 
 #include "gemm_launch.cuh"
 #include "mma.cuh"
@@ -30,11 +34,25 @@ constexpr int kTcKeys = 64;  // keys per tile: 16 per warp
 // Tiles in flight per CTA: 3 against 2 (H200, Llama-3.1-8B shape, 8 layers, fp4-g128, two runs
 // each): batch 64 28082 / 28096 -> 28493 / 28590 tok/s, batches 1 and 16 level.
 constexpr int kTcStages = 3;
+// E4M3 caches: 2, so that three CTAs fit an SM beside each warp's FP16 copy of its rows (65 KB at
+// D = 128; 3 stages would take 81.5 KB, two CTAs). Not measured against 3.
+constexpr int kTcStagesE4m3 = 2;
 
-template <int D, int S>
-constexpr size_t tc_smem_bytes() {  // S stages of K and V tiles; the warps' merge reuses them
-  return size_t(S) * 2 * kTcKeys * D * 2;
-}
+// Shared memory of a CTA: S stages of a tile of K and one of V as the cache stores them (FP16: with
+// their 16-byte units swizzled, read by ldmatrix; E4M3: plain code rows), then for E4M3 the rows'
+// scales [S][K, V][keys] and each warp's own FP16 copy of its 16 rows of K and V (swizzled). The
+// warps' merge at the end reuses all of it.
+template <class Kv, int D, int S>
+struct TcSmem {
+  static constexpr int kRowBytes = D * Kv::kElemBytes;
+  static constexpr int kCopies = kRowBytes / 16;  // 16-byte copies per row
+  static constexpr int kTileBytes = kTcKeys * kRowBytes;
+  static constexpr size_t kStages = size_t(S) * 2 * kTileBytes;
+  static constexpr size_t kScales = Kv::kScaled ? size_t(S) * 2 * kTcKeys * 4 : 0;
+  static constexpr size_t kConv = Kv::kScaled ? size_t(kWarps) * 2 * 16 * D * 2 : 0;
+  static constexpr size_t bytes() { return kStages + kScales + kConv; }
+  static_assert(bytes() >= size_t(kWarps) * 16 * (D + 2) * 4, "the merge reuses the tiles");
+};
 
 __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
@@ -46,12 +64,13 @@ __device__ __forceinline__ uint32_t pack_h2_rest(float lo, float hi, uint32_t pa
   return pack_h2(lo - f.x, hi - f.y);
 }
 
-template <int D, int S>
+template <class Kv, int D, int S>
 __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const DecodeArgs a) {
-  constexpr int kCpr = D * 2 / 16;     // 16-byte units per key row (8 or 16)
-  constexpr int kUnits = kTcKeys * kCpr;  // per tile of K (or V)
-  constexpr int kNt = D / 8;           // 8-wide column tiles of the output
-  extern __shared__ uint4 s_kv[];      // [stage][K, V][kUnits], swizzled
+  using L = TcSmem<Kv, D, S>;
+  constexpr int kCpr = D * 2 / 16;        // 16-byte units per key row in FP16 (8 or 16)
+  constexpr int kUnits = kTcKeys * kCpr;  // per FP16 tile of K (or V)
+  constexpr int kNt = D / 8;              // 8-wide column tiles of the output
+  extern __shared__ __align__(16) uint8_t smem[];
   const int b = blockIdx.z, heads_blocks = a.group / a.hpc;
   const int g = blockIdx.y / heads_blocks, h0 = g * a.group + (blockIdx.y % heads_blocks) * a.hpc;
   const int p = a.pos[b], s = a.slot[b];
@@ -65,24 +84,37 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
   if (c0 > p) return;
   const int n = min(a.chunk, p + 1 - c0), tiles = (n + kTcKeys - 1) / kTcKeys;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, tq = lane & 3;
-  const KvHead kv = kv_head<KvF16>(a.cache, D, (int64_t(s) * a.nkv + g) * a.max_ctx + c0);
+  const KvHead kv = kv_head<Kv>(a.cache, D, (int64_t(s) * a.nkv + g) * a.max_ctx + c0);
   auto unit_at = [](int row, int u) { return row * kCpr + (u ^ (row & 7)); };
+  auto stage = [&](int t) { return smem + (t % S) * 2 * L::kTileBytes; };  // [K, V] tiles
+  float* scales = reinterpret_cast<float*>(smem + L::kStages);            // E4M3: [S][K, V][keys]
+  uint4* conv = reinterpret_cast<uint4*>(smem + L::kStages + L::kScales) + warp * 2 * 16 * kCpr;
+  // Where copy c (0 .. L::kCopies - 1) of row r of a tile lands in its stage.
+  auto copy_at = [&](int r, int c) { return Kv::kScaled ? r * L::kRowBytes + 16 * c : 16 * unit_at(r, c); };
 
-  // Tile t's K and V rows into stage t % 2 (one cp.async group; rows past the chunk zero-filled).
-  // skip: the new token's row when requested before the wait (written below, after the wait).
+  // Tile t's K and V rows (and E4M3 scales) into stage t % S as one cp.async group; rows past the
+  // chunk are zero-filled. skip: the new token's row when requested before the wait (written below).
   auto load_tile = [&](int t, int skip) {
     if (t < tiles) {
-      uint4* st = s_kv + (t % S) * 2 * kUnits;
 #pragma unroll 4
-      for (int i = threadIdx.x; i < 2 * kUnits; i += kThreads) {
-        const int which = i / kUnits, u = i % kUnits, r = u / kCpr, row = t * kTcKeys + r;
-        const uint8_t* src = (which ? kv.v : kv.k) + int64_t(min(row, n - 1)) * (D * 2) + (u % kCpr) * 16;
-        if (row != skip) cp_async16(st + which * kUnits + unit_at(r, u % kCpr), src, row < n);
+      for (int i = threadIdx.x; i < 2 * kTcKeys * L::kCopies; i += kThreads) {
+        const int which = i / (kTcKeys * L::kCopies), u = i % (kTcKeys * L::kCopies);
+        const int r = u / L::kCopies, c = u % L::kCopies, row = t * kTcKeys + r;
+        const uint8_t* src = (which ? kv.v : kv.k) + int64_t(min(row, n - 1)) * L::kRowBytes + 16 * c;
+        if (row != skip) cp_async16(stage(t) + which * L::kTileBytes + copy_at(r, c), src, row < n);
+      }
+      if constexpr (Kv::kScaled) {
+        for (int i = threadIdx.x; i < 2 * kTcKeys; i += kThreads) {
+          const int which = i / kTcKeys, r = i % kTcKeys, row = t * kTcKeys + r;
+          if (row != skip)
+            tc::cp_async4(scales + ((t % S) * 2 + which) * kTcKeys + r, (which ? kv.vs : kv.ks) + min(row, n - 1),
+                          row < n);
+        }
       }
     }
     cp_async_commit();  // an empty group past the last tile keeps the wait count uniform
   };
-  // As in the CUDA-core kernel: with prewait the first two tiles load while the kernel before (the
+  // As in the CUDA-core kernel: with prewait the first S tiles load while the kernel before (the
   // new token's KV store) still runs, and the new row pr is read after the wait.
   const int pr = a.prewait && p - c0 < n ? p - c0 : -1;
   if (a.prewait)
@@ -94,9 +126,14 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
 #pragma unroll
     for (int t = 0; t < S; ++t) load_tile(t, -1);
   uint4 fresh = {};
-  if (pr >= 0 && pr < S * kTcKeys && threadIdx.x < 2 * kCpr)
-    fresh = __ldcg(reinterpret_cast<const uint4*>((threadIdx.x < kCpr ? kv.k : kv.v) + int64_t(pr) * (D * 2) +
-                                                  (threadIdx.x % kCpr) * 16));
+  float fresh_sc = 0.0f;
+  if (pr >= 0 && pr < S * kTcKeys) {
+    if (threadIdx.x < 2 * L::kCopies)
+      fresh = __ldcg(reinterpret_cast<const uint4*>((threadIdx.x < L::kCopies ? kv.k : kv.v) +
+                                                    int64_t(pr) * L::kRowBytes + (threadIdx.x % L::kCopies) * 16));
+    if constexpr (Kv::kScaled)
+      if (threadIdx.x >= 64 && threadIdx.x < 66) fresh_sc = __ldcg((threadIdx.x == 64 ? kv.ks : kv.vs) + pr);
+  }
 
   // Q as A fragments (row = head h0 + row, k = head dim), zero past a.hpc; scaled in FP32 later.
   uint32_t qa[D / 16][4];
@@ -118,25 +155,53 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
   float o[kNt][4] = {};
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<S - 1>();
-    if (t < S && pr >= 0 && pr / kTcKeys == t && threadIdx.x < 2 * kCpr) {
+    if (t < S && pr >= 0 && pr / kTcKeys == t) {
       const int r = pr % kTcKeys;
-      s_kv[(t % S) * 2 * kUnits + (threadIdx.x / kCpr) * kUnits + unit_at(r, threadIdx.x % kCpr)] = fresh;
+      if (threadIdx.x < 2 * L::kCopies)
+        *reinterpret_cast<uint4*>(stage(t) + (threadIdx.x / L::kCopies) * L::kTileBytes +
+                                  copy_at(r, threadIdx.x % L::kCopies)) = fresh;
+      if constexpr (Kv::kScaled)
+        if (threadIdx.x >= 64 && threadIdx.x < 66) scales[((t % S) * 2 + threadIdx.x - 64) * kTcKeys + r] = fresh_sc;
     }
     __syncthreads();
     const int key0 = t * kTcKeys + 16 * warp;  // this warp's first key in the chunk
     if (key0 < n) {
-      const uint4* ks_ = s_kv + (t % S) * 2 * kUnits;
-      const uint4* vs_ = ks_ + kUnits;
+      // The warp's 16 rows of K and V as FP16 units, swizzled: in the stage (FP16), or converted
+      // from the codes into the warp's own buffer (E4M3 values are exact in FP16; the row scales
+      // multiply the scores and the probabilities in FP32).
+      const uint4* ks_;
+      const uint4* vs_;
+      int rb;  // the warp's first row there
+      if constexpr (Kv::kScaled) {
+        const uint8_t* raw = stage(t) + 16 * warp * L::kRowBytes;
+        for (int i = lane; i < 16 * (D / 8); i += 32) {
+          const int r = i / (D / 8), w = i % (D / 8);
+          const uint8_t* src = raw + r * L::kRowBytes + 8 * w;
+          conv[unit_at(r, w)] = Kv::half8(*reinterpret_cast<const uint2*>(src));
+          conv[16 * kCpr + unit_at(r, w)] = Kv::half8(*reinterpret_cast<const uint2*>(src + L::kTileBytes));
+        }
+        __syncwarp();
+        ks_ = conv, vs_ = conv + 16 * kCpr, rb = 0;
+      } else {
+        ks_ = reinterpret_cast<const uint4*>(stage(t)), vs_ = ks_ + kUnits, rb = 16 * warp;
+      }
+      const float* kscale = scales + (t % S) * 2 * kTcKeys + 16 * warp;  // E4M3 only
+      const float* vscale = kscale + kTcKeys;
       // Scores of 16 keys: column tile j holds keys 16 warp + 8 j + 2 tq (+1).
       float sc[2][4] = {};
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t kb[4];  // ldmatrix: matrices (keys 0-7 | 8-15) x (d 16 kk + 0-7 | 8-15)
-        const int r = 16 * warp + (lane >> 4) * 8 + (lane & 7);
+        const int r = rb + (lane >> 4) * 8 + (lane & 7);
         ldmatrix_x4(kb, ks_ + unit_at(r, 2 * kk + ((lane >> 3) & 1)));
         mma_16816(sc[0], qa[kk], kb[0], kb[1]);
         mma_16816(sc[1], qa[kk], kb[2], kb[3]);
       }
+      if constexpr (Kv::kScaled)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sc[j][e] *= kscale[8 * j + 2 * tq + (e & 1)];
       float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
       for (int j = 0; j < 2; ++j)
@@ -162,7 +227,11 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) sc[j][e] = exp2f(sc[j][e] - base[e >> 1]), l[e >> 1] += sc[j][e];
+        for (int e = 0; e < 4; ++e) {
+          sc[j][e] = exp2f(sc[j][e] - base[e >> 1]);
+          l[e >> 1] += sc[j][e];
+          if constexpr (Kv::kScaled) sc[j][e] *= vscale[8 * j + 2 * tq + (e & 1)];  // P times the V row scale
+        }
       // P as A fragments over the 16 keys (k), high and low fp16 parts.
       uint32_t ph[4], pl[4];
       ph[0] = pack_h2(sc[0][0], sc[0][1]), ph[1] = pack_h2(sc[0][2], sc[0][3]);
@@ -172,7 +241,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
 #pragma unroll
       for (int j = 0; j < kNt; j += 2) {
         uint32_t vb[4];  // ldmatrix.trans: matrices (keys 0-7 | 8-15) x (d 8 j + 0-7 | 8 j + 8-15)
-        const int r = 16 * warp + ((lane >> 3) & 1) * 8 + (lane & 7);
+        const int r = rb + ((lane >> 3) & 1) * 8 + (lane & 7);
         ldmatrix_x4_trans(vb, vs_ + unit_at(r, j + (lane >> 4)));
         mma_16816(o[j], ph, vb[0], vb[1]);
         mma_16816(o[j], pl, vb[0], vb[1]);
@@ -187,7 +256,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
 
   // The four warps' partials through shared memory (the stages are free): per warp and row its max,
   // sum and P.V, then per (head, column) the merge, written as the chunk's partial.
-  float* s_o = reinterpret_cast<float*>(s_kv);       // [kWarps][16][D]
+  float* s_o = reinterpret_cast<float*>(smem);       // [kWarps][16][D]
   float* s_ml = s_o + kWarps * 16 * D;               // [kWarps][16][2]
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -224,23 +293,29 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
 }
 
 // CTAs of the kernel resident at once on this GPU (its shared memory opted in on the first call).
-template <int D, int S>
+template <class Kv, int D, int S>
 int64_t tc_resident() {
   static const int64_t n = [] {
-    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_tc_kernel<D, S>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(tc_smem_bytes<D, S>())));
+    constexpr size_t kSmem = TcSmem<Kv, D, S>::bytes();
+    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_tc_kernel<Kv, D, S>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
     int per_sm = 0;
-    NIBBLE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attention_decode_tc_kernel<D, S>, kThreads,
-                                                                    tc_smem_bytes<D, S>()));
+    NIBBLE_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attention_decode_tc_kernel<Kv, D, S>, kThreads, kSmem));
     return int64_t(per_sm) * tc::sm_count();
   }();
   return n;
 }
 
-template <int D, int S>
-void launch_tc(DecodeArgs a, dim3 grid, cudaStream_t stream) {
-  a.prewait = int64_t(grid.x) * grid.y * grid.z <= tc_resident<D, S>();
-  launch_pdl(attention_decode_tc_kernel<D, S>, grid, kThreads, tc_smem_bytes<D, S>(), stream, a);
+// f(Kv{}, D constant, S constant) for the cache's element type and head dim d (64 or 128).
+template <class F>
+auto with_tc_kernel(const KvCache& cache, int d, F&& f) {
+  return with_kv(cache, [&](auto kv) {
+    using Kv = decltype(kv);
+    constexpr int S = Kv::kScaled ? kTcStagesE4m3 : kTcStages;
+    return d == 64 ? f(kv, std::integral_constant<int, 64>{}, std::integral_constant<int, S>{})
+                   : f(kv, std::integral_constant<int, 128>{}, std::integral_constant<int, S>{});
+  });
 }
 
 }  // namespace
@@ -254,9 +329,11 @@ int tc_heads_per_cta(int group) {
 // Waves of the grid (at the hint's context) times a CTA's keys plus a fixed cost of kFixedKeys
 // keys' time (its latency chain: the first tiles' DRAM round trip, the merge, the combine), least
 // wins; ties go to the longer chunk (fewer partials to combine).
-int tc_chunk(int64_t ctas_per_chunk, int max_pos_hint, int slots, int d) {
+int tc_chunk(int64_t ctas_per_chunk, int max_pos_hint, int slots, const KvCache& cache, int d) {
   constexpr int kFixedKeys = 128, kMaxKeys = 1024;
-  const int64_t resident = d == 64 ? tc_resident<64, kTcStages>() : tc_resident<128, kTcStages>();
+  const int64_t resident = with_tc_kernel(cache, d, [](auto kv, auto D, auto S) {
+    return tc_resident<decltype(kv), decltype(D)::value, decltype(S)::value>();
+  });
   int best = 0;
   int64_t best_cost = 0;
   for (int c = kTcKeys; c <= kMaxKeys; c += kTcKeys) {
@@ -269,9 +346,13 @@ int tc_chunk(int64_t ctas_per_chunk, int max_pos_hint, int slots, int d) {
   return best > 0 ? best : kMaxKeys;
 }
 
-void launch_decode_tc(const DecodeArgs& a, dim3 grid, int d, cudaStream_t stream) {
-  if (d == 64) launch_tc<64, kTcStages>(a, grid, stream);
-  else launch_tc<128, kTcStages>(a, grid, stream);
+void launch_decode_tc(DecodeArgs a, dim3 grid, int d, cudaStream_t stream) {
+  with_tc_kernel(a.cache, d, [&](auto kv, auto D, auto S) {
+    using Kv = decltype(kv);
+    constexpr int kD = decltype(D)::value, kS = decltype(S)::value;
+    a.prewait = int64_t(grid.x) * grid.y * grid.z <= tc_resident<Kv, kD, kS>();
+    launch_pdl(attention_decode_tc_kernel<Kv, kD, kS>, grid, kThreads, TcSmem<Kv, kD, kS>::bytes(), stream, a);
+  });
 }
 
 }  // namespace nibble::cuda::ops::attn

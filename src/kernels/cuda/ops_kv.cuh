@@ -51,11 +51,9 @@ inline void require_kv(const KvCache& c, const char* fn) {
 
 // f(traits) with the traits of the cache's element type.
 template <class F>
-void with_kv(const KvCache& c, F&& f) {
-  if (c.type == KvType::e4m3)
-    f(KvE4m3{});
-  else
-    f(KvF16{});
+auto with_kv(const KvCache& c, F&& f) {
+  if (c.type == KvType::e4m3) return f(KvE4m3{});
+  return f(KvF16{});
 }
 
 }  // namespace nibble::cuda::ops::detail
