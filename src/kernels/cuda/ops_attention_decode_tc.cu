@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
   }
   cp_async_wait<0>();
 
-  // The four warps' partials through shared memory (the stages are free): per warp and row its max,
+  // The four warps' partials through shared memory (all of it free now): per warp and row its max,
   // sum and P.V, then per (head, column) the merge, written as the chunk's partial.
   float* s_o = reinterpret_cast<float*>(smem);       // [kWarps][16][D]
   float* s_ml = s_o + kWarps * 16 * D;               // [kWarps][16][2]
