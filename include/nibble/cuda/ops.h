@@ -87,8 +87,8 @@ void attention_prefill(const uint16_t* q, int T, int slot, int pos0, const KvCac
 // It runs on tensor cores (sm_80+) in chunks of 64-1024 keys sized to the resident grid, or with
 // NIBBLE_ATTN_TC=0 (for comparison) on CUDA cores in chunks of 256 keys, or 128 / 64 when that grid
 // would leave SMs idle. The choice depends only on (B, nh, nkv, max_pos_hint, max_ctx, the cache
-// type). q, the caches and workspace must be 16-byte aligned. A row
-// whose pos[b] is outside [0, max_pos_hint] (or slot[b] < 0) gets NaN outputs.
+// type). q, the caches and workspace must be 16-byte aligned. A row whose pos[b] is outside
+// [0, max_pos_hint] (or slot[b] < 0) gets NaN outputs.
 size_t attention_decode_workspace_bytes(int B, int nh, int d, int max_ctx);
 void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32_t* pos, int max_pos_hint,
                       const KvCache& cache, int nh, int nkv, int d, uint16_t* out, void* workspace,

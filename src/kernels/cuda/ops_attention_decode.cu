@@ -1,11 +1,12 @@
 // Split-K decode attention (flash-decoding, ops_attention_decode.cuh) on CUDA cores, and the host
-// entry that picks the kernel and its chunks. Decode runs on tensor cores (ops_attention_decode_tc.cu)
-// from sm_80; this kernel serves older GPUs and NIBBLE_ATTN_TC=0 (the comparison). A CTA takes one (sequence, KV head, chunk
-// of up to 256 keys) for HPC query heads of the group. The chunk's K and V rows arrive by cp.async
-// in tiles of 8 KB each (32-128 keys by head dim and element type: FP16, or E4M3 codes whose row
-// scales arrive with them), two tiles in flight, so a CTA waits on DRAM about once instead of once
-// per dependent load of each lane; per tile it computes the scores (D/8 lanes per key), updates
-// each head's running max and sum (online softmax), rescales and accumulates P.V.
+// entry that picks the kernel and its chunks. Decode runs on tensor cores from sm_80
+// (ops_attention_decode_tc.cu); this kernel serves older GPUs and NIBBLE_ATTN_TC=0 (the
+// comparison). A CTA takes one (sequence, KV head, chunk of up to 256 keys) for HPC query heads of
+// the group. The chunk's K and V rows arrive by cp.async in tiles of 8 KB each (32-128 keys by head
+// dim and element type: FP16, or E4M3 codes whose row scales arrive with them), two tiles in
+// flight, so a CTA waits on DRAM about once instead of once per dependent load of each lane; per
+// tile it computes the scores (D/8 lanes per key), updates each head's running max and sum (online
+// softmax), rescales and accumulates P.V.
 // The grid is sized for max_pos_hint; a CTA whose chunk starts past its query's position returns
 // at once. A grid resident at once requests its first two tiles before griddepcontrol.wait (all
 // rows but the new token's, which the kernel before stores).
@@ -261,15 +262,15 @@ void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32
   const bool on_tc = tc_attention_enabled() && tc::compute_capability() >= 80;
   const int hpc = on_tc ? tc_heads_per_cta(group) : group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
   const int slots = chunk_slots(max_ctx);
-  // Shorter chunks when the grid would leave SMs idle (few sequences, short context), as long as
-  // the chunks fit the workspace's slots. Target: 4 CTAs per SM (ncu at batch 16, ~530 keys, with
-  // 2: 384 CTAs, 14% of the warps active; 4: +2.5% end to end, 8: the same as 4).
   const int64_t ctas_per_chunk = int64_t(B) * nkv * (group / hpc);
   auto n_chunks = [&](int chunk) { return (max_pos_hint + chunk) / chunk; };
   int chunk = kMaxChunk;
   if (on_tc) {
     chunk = tc_chunk(ctas_per_chunk, max_pos_hint, slots, cache, d);
   } else {
+    // Shorter chunks when the grid would leave SMs idle (few sequences, short context), as long as
+    // the chunks fit the workspace's slots. Target: 4 CTAs per SM (ncu at batch 16, ~530 keys, with
+    // 2: 384 CTAs, 14% of the warps active; 4: +2.5% end to end, 8: the same as 4).
     while (chunk > 64 && ctas_per_chunk * n_chunks(chunk) < 4 * tc::sm_count() && n_chunks(chunk / 2) <= slots)
       chunk /= 2;
   }
