@@ -184,6 +184,46 @@ TEST_F(OpsElementwise, AddRmsNormUpdatesResidualAndNorms) {
   }
 }
 
+// The two-delta add (x = (x + d1) + d2, the order of two add_rmsnorm calls) and the norm of a sum
+// that leaves x alone (rmsnorm_of_sum: add_rmsnorm's y, same bits).
+TEST_F(OpsElementwise, TwoDeltasAndNormOfSum) {
+  for (auto [T, H] : {std::pair{1, 4096}, {3, 33}, {2, 1100}, {1, 5000}}) {
+    const auto x0 = random_float(size_t(T) * H, 2.0f);
+    const auto d1 = random_half(size_t(T) * H), d2 = random_half(size_t(T) * H);
+    const auto w = random_float(size_t(H));
+    std::vector<float> x2(x0.size());
+    for (size_t i = 0; i < x0.size(); ++i) x2[i] = (x0[i] + half_to_float(d1[i])) + half_to_float(d2[i]);
+    GpuBuffer<float> dx(x0), dw(w), dxs(x0), dxo(x0);
+    GpuBuffer<uint16_t> dd1(d1), dd2(d2), y(size_t(T) * H), ys(size_t(T) * H), yo(size_t(T) * H);
+    y.poison(), ys.poison(), yo.poison();
+    ops::add_rmsnorm(dx.get(), dd1.get(), dw.get(), T, H, 1e-6f, y.get(), nullptr, dd2.get());
+    ops::add_rmsnorm(dxs.get(), dd1.get(), nullptr, T, H, 1e-6f, nullptr, nullptr);  // the same in two calls
+    ops::add_rmsnorm(dxs.get(), dd2.get(), dw.get(), T, H, 1e-6f, ys.get(), nullptr);
+    EXPECT_EQ(dx.host(), x2);
+    EXPECT_EQ(dxs.host(), x2);
+    EXPECT_EQ(y.host(), ys.host());
+    const auto got = y.host();
+    CloseCheck check("add_rmsnorm two deltas T=" + std::to_string(T) + " H=" + std::to_string(H));
+    for (int t = 0; t < T; ++t) {
+      const auto ref = ref_rmsnorm(&x2[size_t(t) * H], w.data(), H, 1e-6);
+      for (int i = 0; i < H; ++i)
+        check(h2d(got[size_t(t) * H + i]), ref[size_t(i)], kHalfRel * std::fabs(ref[size_t(i)]) + kHalfAbs,
+              "t=" + std::to_string(t) + " i=" + std::to_string(i));
+    }
+    // rmsnorm_of_sum: x0 + d1 normed, x0 unchanged, the bits of add_rmsnorm's y
+    GpuBuffer<float> dxa(x0);
+    GpuBuffer<uint16_t> ya(size_t(T) * H);
+    ops::rmsnorm_of_sum(dxo.get(), dd1.get(), dw.get(), T, H, 1e-6f, yo.get(), nullptr);
+    ops::add_rmsnorm(dxa.get(), dd1.get(), dw.get(), T, H, 1e-6f, ya.get(), nullptr);
+    EXPECT_EQ(dxo.host(), x0);
+    EXPECT_EQ(yo.host(), ya.host());
+  }
+  GpuBuffer<float> f(16);
+  GpuBuffer<uint16_t> h(16);
+  EXPECT_THROW(ops::rmsnorm_of_sum(f.get(), nullptr, f.get(), 1, 4, 1e-5f, h.get(), nullptr), Error);
+  EXPECT_THROW(ops::rmsnorm_of_sum(f.get(), h.get(), f.get(), 1, 4, 1e-5f, nullptr, nullptr), Error);
+}
+
 TEST(OpsArgs, BadShapesAndNullPointersThrow) {
   GpuBuffer<float> f(16);
   GpuBuffer<uint16_t> h(16);

@@ -114,6 +114,25 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaSt
 void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
             const LinearOptions& opt = {});
 
+// An add + RMSNorm in front of a linear (a decode step's FFN input): X [M, K] = fp16(rmsnorm(res +
+// float(delta)) * w), the bits of ops::rmsnorm_of_sum; res is not written.
+struct RmsNormInput {
+  const float* res = nullptr;       // FP32 [M, K] (the residual stream)
+  const uint16_t* delta = nullptr;  // FP16 [M, K] (the output of the layer before)
+  const float* w = nullptr;         // FP32 [K]
+  float eps = 0.0f;
+  uint16_t* xn = nullptr;           // FP16 [M, K] scratch: receives X where the GEMV does not compute it
+};
+// linear() on that X: where linear_fuses_rmsnorm() says so, the GEMV computes X itself (one kernel
+// instead of two); else ops::rmsnorm_of_sum writes it to in.xn first. res and w are read before the
+// programmatic-dependent-launch wait, so the kernel just before must not write them (as with
+// ops::add_rmsnorm).
+void linear_rmsnorm(const RmsNormInput& in, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys,
+                    cudaStream_t stream, const LinearOptions& opt = {});
+// Whether linear_rmsnorm() computes the norm inside the GEMV for w at M rows: the persistent one-row
+// CUDA-core GEMV of mxfp4 and int4-g128 (where it measured faster), K <= 4096, one K split.
+bool linear_fuses_rmsnorm(const DeviceWeight& w, int M, const LinearOptions& opt = {});
+
 // y = x · W^T for one row x [K] and a plain row-major FP16 W [N, K] held by the caller (an output
 // layer, or the embedding table it is tied to), FP32 y [N]: the FP16 GEMV of linear() with FP32
 // outputs (K a multiple of 8; x, W 16-byte aligned). At one row it reads W faster than cuBLAS.

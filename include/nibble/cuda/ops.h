@@ -40,12 +40,16 @@ void embed(const uint16_t* table, const int32_t* ids, int T, int H, float* x, cu
 // y[t] = fp16(x[t] / sqrt(mean(x[t]^2) + eps) * w), w FP32 [H].
 void rmsnorm(const float* x, const float* w, int T, int H, float eps, uint16_t* y, cudaStream_t stream);
 
-// x[t] += float(delta[t]), then y[t] = fp16(rmsnorm(x[t]) * w): the residual add fused with the
-// next norm. y may be null (add only). x and w are read while the kernel just before it in the
-// stream may still run (programmatic dependent launch), so that kernel must not write them (in a
-// step it writes delta).
+// x[t] += float(delta[t]) (then += float(delta2[t]) where delta2 is given), then y[t] =
+// fp16(rmsnorm(x[t]) * w): the residual add fused with the next norm. y may be null (add only).
+// x and w are read while the kernel just before it in the stream may still run (programmatic
+// dependent launch), so that kernel must not write them (in a step it writes delta).
 void add_rmsnorm(float* x, const uint16_t* delta, const float* w, int T, int H, float eps, uint16_t* y,
-                 cudaStream_t stream);
+                 cudaStream_t stream, const uint16_t* delta2 = nullptr);
+// y[t] = fp16(rmsnorm(x[t] + float(delta[t])) * w), x left as it is: add_rmsnorm's bits without
+// the write (the norm linear_rmsnorm computes where its kernel does not; same reading rule).
+void rmsnorm_of_sum(const float* x, const uint16_t* delta, const float* w, int T, int H, float eps, uint16_t* y,
+                    cudaStream_t stream);
 
 // y[t, n] += bias[n] (FP32 bias [N]) on FP16 y [T, N] (Qwen2's q/k/v biases).
 void add_bias(uint16_t* y, const float* bias, int T, int N, cudaStream_t stream);

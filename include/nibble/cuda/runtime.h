@@ -143,6 +143,10 @@ class Batch {
   // the captured graph. The outputs are then meaningless: timing only. Empty: every op runs (the
   // default). Throws nibble::Error naming an unknown op.
   void skip_decode_ops(std::span<const std::string> ops);
+  // Whether one-row decode steps compute the FFN norm inside the gate/up GEMV where the format
+  // allows (DeviceLayer::ffn_norm_fuses; default on). Off: a kernel of its own, the same bits. For
+  // comparisons; the captured graphs are dropped.
+  void set_fused_ffn_norm(bool on);
   // A decode step's ops per layer, in order: qkv, qk_norm_rope_store, attention, o, ffn_norm
   // (residual add + RMSNorm), gate_up_silu, down, next_norm (residual add + the next norm).
   static const std::vector<std::string>& decode_op_names();

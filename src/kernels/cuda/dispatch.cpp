@@ -9,6 +9,7 @@
 #include "gemv_args.h"
 #include "nibble/cuda/check.h"
 #include "nibble/cuda/linear.h"
+#include "nibble/cuda/ops.h"
 #include "nibble/cuda/tuning.h"
 #include "nibble/error.h"
 #include "nibble/half.h"
@@ -94,16 +95,11 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* y, cudaSt
   linear(x, M, w, std::vector<uint16_t*>{y}, stream, opt);
 }
 
-void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
-            const LinearOptions& opt) {
-  const size_t parts = w.silu_pairs ? 1 : std::max<size_t>(1, w.part_rows.size());
-  if (ys.size() != parts)
-    throw Error(fmt::format("linear '{}': {} outputs for a weight of {} part(s)", w.format, ys.size(), parts));
-  for (uint16_t* y : ys)
-    if (!y) throw Error(fmt::format("linear '{}': null output pointer", w.format));
-  if (M < 1 || M > 16) throw Error(fmt::format("linear '{}': M = {} is outside 1..16", w.format, M));
-  if (!w.qweight) throw Error(fmt::format("linear '{}': the weight was not uploaded", w.format));
-  if (!x || !aligned16(x)) throw Error(fmt::format("linear '{}': x must be a 16-byte aligned device pointer", w.format));
+namespace {
+
+// The kernel choice for w at M rows: the tuning table or heuristic, then opt's overrides, checked
+// against what this weight and device have (throws where opt asks for what they lack).
+TunedChoice resolve_choice(const DeviceWeight& w, int M, const LinearOptions& opt) {
   if (opt.rows_per_warp != 0 && opt.rows_per_warp != 2 && opt.rows_per_warp != 4)
     throw Error(fmt::format("linear '{}': rows_per_warp = {} (allowed: 0, 2, 4)", w.format, opt.rows_per_warp));
   if (opt.k_splits != 0 && !valid_k_splits(opt.k_splits))
@@ -144,8 +140,44 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
                               w.format, opt.k_splits));
     choice.k_splits = 1;
   }
+  return choice;
+}
+
+// Whether the chosen kernel computes linear_rmsnorm's norm itself: the persistent one-row
+// CUDA-core GEMV of the formats whose policy sets kNormFused (gemv.cuh: where it measured faster).
+bool norm_fuses(const DeviceWeight& w, const TunedChoice& c, int M) {
+  const bool kind = w.kind == WeightKind::mxfp4 || w.kind == WeightKind::int4_g128;
+  return kind && c.engine == Engine::cuda_cores && detail::gemv_norm_fusable(M, int(w.K), c.k_splits);
+}
+
+void check_linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, size_t parts) {
+  if (ys.size() != parts)
+    throw Error(fmt::format("linear '{}': {} outputs for a weight of {} part(s)", w.format, ys.size(), parts));
+  for (uint16_t* y : ys)
+    if (!y) throw Error(fmt::format("linear '{}': null output pointer", w.format));
+  if (M < 1 || M > 16) throw Error(fmt::format("linear '{}': M = {} is outside 1..16", w.format, M));
+  if (!w.qweight) throw Error(fmt::format("linear '{}': the weight was not uploaded", w.format));
+  if (!x || !aligned16(x)) throw Error(fmt::format("linear '{}': x must be a 16-byte aligned device pointer", w.format));
+}
+
+// linear() and linear_rmsnorm() (norm: the add + RMSNorm in front; x then its scratch).
+void run_linear(const uint16_t* x, const RmsNormInput* norm, int M, const DeviceWeight& w,
+                const std::vector<uint16_t*>& ys, cudaStream_t stream, const LinearOptions& opt) {
+  const size_t parts = w.silu_pairs ? 1 : std::max<size_t>(1, w.part_rows.size());
+  check_linear(x, M, w, ys, parts);
+  const TunedChoice choice = resolve_choice(w, M, opt);
 
   detail::GemvArgs a;
+  if (norm) {
+    if (!norm->res || !norm->delta || !norm->w)
+      throw Error(fmt::format("linear_rmsnorm '{}': res, delta and w must be device pointers", w.format));
+    if (norm_fuses(w, choice, M)) {
+      a.norm_res = norm->res, a.norm_delta = reinterpret_cast<const __half*>(norm->delta);
+      a.norm_w = norm->w, a.norm_eps = norm->eps;
+    } else {
+      ops::rmsnorm_of_sum(norm->res, norm->delta, norm->w, M, int(w.K), norm->eps, norm->xn, stream);
+    }
+  }
   a.q = static_cast<const uint8_t*>(w.qweight);
   a.scales = static_cast<const uint8_t*>(w.scales);
   a.aux = static_cast<const uint8_t*>(w.aux);
@@ -172,11 +204,27 @@ void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<u
     a.q = static_cast<const uint8_t*>(w.qweight_mma);
     a.out_scale *= w.mma_out_factor, a.out_scale1 *= w.mma_out_factor, a.out_scale2 *= w.mma_out_factor;
     if (w.kind == WeightKind::nf4) detail::fill_nf4_table(a);
-    mma(a, stream);
+    pick_mma_launcher(w.kind)(a, stream);
   } else {
     pick_launcher(w.kind, choice.fp4_decode)(a, choice.rows_per_warp, stream);
   }
   NIBBLE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
+            const LinearOptions& opt) {
+  run_linear(x, nullptr, M, w, ys, stream, opt);
+}
+
+void linear_rmsnorm(const RmsNormInput& in, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys,
+                    cudaStream_t stream, const LinearOptions& opt) {
+  run_linear(in.xn, &in, M, w, ys, stream, opt);
+}
+
+bool linear_fuses_rmsnorm(const DeviceWeight& w, int M, const LinearOptions& opt) {
+  return w.qweight && M >= 1 && M <= 16 && norm_fuses(w, resolve_choice(w, M, opt), M);
 }
 
 void linear_fp16_f32out(const uint16_t* x, const uint16_t* w, int64_t N, int64_t K, float* y, cudaStream_t stream) {

@@ -17,15 +17,17 @@
 // at twice the usual scale; X is paired that way and halved).
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-#include <cstring>
+#include <algorithm>
 #include <type_traits>
 
 #include "decode.cuh"
 #include "device_info.h"
 #include "gemv_args.h"
 #include "nibble/cuda/check.h"
+#include "nibble/error.h"
 #include "pdl.cuh"
+#include "reduce.cuh"
+#include "rmsnorm_row.cuh"
 
 namespace nibble::cuda::detail {
 
@@ -122,6 +124,67 @@ __device__ __forceinline__ void stage_x_paired(const GemvArgs& a, uint4* xs) {
     stage_x(a, xs);
   }
 }
+
+// linear_rmsnorm's X, computed by the CTA itself (a.norm_res set): the add + RMSNorm of the
+// residual row in rmsnorm_row.cuh's order, so X has the bits ops::rmsnorm_of_sum would give it,
+// without a kernel of its own between the o projection and gate/up. Every thread holds its
+// elements (at most 4 virtual threads x 4) in registers: rows up to kNormFusedMaxK.
+static_assert(size_t(kNormFusedMaxK) * 2 <= kSmemXMaxBytes, "a normed X must fit the staged X's shared memory");
+struct NormedX {
+  static constexpr int VI = kNormThreads / kThreads, PER = kNormFusedMaxK / kNormThreads;
+  float v[VI][PER], w[VI][PER];
+
+  // Before the PDL wait: the residual row and the norm weights.
+  __device__ __forceinline__ void load_res_w(const GemvArgs& a) {
+    const int H = a.K, VT = norm_virtual_threads(H);
+#pragma unroll
+    for (int i = 0; i < VI; ++i)
+#pragma unroll
+      for (int j = 0; j < PER; ++j) {
+        const int t = threadIdx.x + kThreads * i, idx = t + VT * j;
+        const bool ok = t < VT && idx < H;
+        v[i][j] = ok ? a.norm_res[idx] : 0.0f;
+        w[i][j] = ok ? __ldg(a.norm_w + idx) : 0.0f;
+      }
+  }
+  // After it: adds the delta, sums, and writes X into xs, paired like stage_x_paired (then a barrier).
+  template <class F>
+  __device__ __forceinline__ void stage(const GemvArgs& a, uint4* xs, float* scratch) {
+    const int H = a.K, VT = norm_virtual_threads(H), lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < VI; ++i) {
+      const int t = threadIdx.x + kThreads * i;
+      float ss = 0.0f;
+#pragma unroll
+      for (int j = 0; j < PER; ++j) {
+        const int idx = t + VT * j;
+        if (t < VT && idx < H) v[i][j] += __half2float(__ldcg(a.norm_delta + idx));
+        ss = fmaf(v[i][j], v[i][j], ss);
+      }
+      ss = warp_sum(ss);  // warp-uniform: VT is a multiple of 32
+      if (lane == 0 && t < VT) scratch[t / 32] = ss;
+    }
+    __syncthreads();
+    const float r = norm_factor(norm_total(scratch, H), H, a.norm_eps);
+    __half* xh = reinterpret_cast<__half*>(xs);
+#pragma unroll
+    for (int i = 0; i < VI; ++i)
+#pragma unroll
+      for (int j = 0; j < PER; ++j) {
+        const int t = threadIdx.x + kThreads * i, idx = t + VT * j;
+        if (t < VT && idx < H) xh[idx] = norm_out(w[i][j], v[i][j], r);
+      }
+    __syncthreads();
+    if constexpr (HalfDot<F>::value) {
+      for (int u = threadIdx.x; u < H / 8; u += kThreads) {
+        uint32_t p[4];
+        pair_x8<F>(xs[u], p);
+        xs[u] = make_uint4(p[0], p[1], p[2], p[3]);
+      }
+      __syncthreads();
+    }
+  }
+};
 
 __device__ __forceinline__ float2 as_float2(float2 v) { return v; }
 __device__ __forceinline__ float2 as_float2(__half2 v) { return __half22float2(v); }
@@ -365,11 +428,13 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
 // first chunks are requested during the current group's last step), so a warp pays the first
 // loads' latency, the prologue and X's staging once instead of once per 2 rows. For the fp16-pair
 // decoders (HalfDot), which use no table.
-template <class F>
-__global__ void __launch_bounds__(kThreads, 4) gemv_persistent_kernel(const GemvArgs a) {
-  static_assert(HalfDot<F>::value && F::kLutSize == 0);
-  constexpr int R = 2;
+//
+// kNorm: X is linear_rmsnorm's (NormedX), computed by each CTA instead of staged from a.x.
+template <class F, int R, bool kNorm>
+__global__ void __launch_bounds__(kThreads, R == 2 ? 4 : 2) gemv_persistent_kernel(const GemvArgs a) {
+  static_assert(HalfDot<F>::value && F::kLutSize == 0 && R % 2 == 0);
   extern __shared__ uint4 xs[];
+  __shared__ float norm_scratch[kNorm ? 32 : 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int nchunks = a.K / F::kChunkK, steps = (nchunks + 31) / 32;
   const int groups = (a.N + R - 1) / R, stride = gridDim.x * kWarps;
@@ -378,9 +443,12 @@ __global__ void __launch_bounds__(kThreads, 4) gemv_persistent_kernel(const Gemv
   const uint8_t* s[R];
   ChunkSet<F, R, 1> cur, nxt;
   if (g < groups) row_pointers<F>(a, g * R, q, s), cur.load(q, s, a, lane, nchunks);
+  [[maybe_unused]] NormedX nx;
+  if constexpr (kNorm) nx.load_res_w(a);
   pdl_wait();
   pdl_trigger();
-  stage_x_paired<F>(a, xs);
+  if constexpr (kNorm) nx.stage<F>(a, xs, norm_scratch);
+  else stage_x_paired<F>(a, xs);
   for (; g < groups; g += stride) {
     const bool more = g + stride < groups;
     const uint8_t* qn[R];
@@ -421,29 +489,53 @@ constexpr auto gemv_entry() {
   else return gemv_kernel<F, MT, R, kSmemX>;
 }
 
-// NIBBLE_GEMV_PERSISTENT=0 turns the persistent one-row kernel off (for comparison).
-inline bool persistent_gemv_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("NIBBLE_GEMV_PERSISTENT");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
-
-// Launches the persistent kernel for one row, two rows per warp and one split with X staged, where
-// the normal grid (ctas) exceeds what is resident; returns whether it did.
-template <class F>
-bool launch_persistent_gemv(const GemvArgs& a, unsigned ctas, cudaStream_t s) {
-  if (!persistent_gemv_enabled() || !smem_x_fits(a.M, a.K) || a.k_splits != 1) return false;
-  static const int64_t resident = [] {  // the largest X asked for, on this GPU
+// CTAs of the persistent kernel resident at once on this GPU (with the largest X asked for).
+template <class F, int R, bool kNorm>
+int64_t persistent_gemv_resident() {
+  static const int64_t resident = [] {
     int per_sm = 0;
-    NIBBLE_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_persistent_kernel<F>, kThreads, kSmemXMaxBytes));
+    NIBBLE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_persistent_kernel<F, R, kNorm>,
+                                                                    kThreads, kSmemXMaxBytes));
     return int64_t(per_sm) * tc::sm_count();
   }();
-  if (resident <= 0 || int64_t(ctas) <= resident) return false;
-  launch_pdl(gemv_persistent_kernel<F>, dim3(unsigned(resident)), kThreads, size_t(a.K) * 2, s, a);
-  return true;
+  return resident;
+}
+
+// Policies that set kNormFused run their persistent kernel with 4 rows per warp and can compute
+// linear_rmsnorm's norm in it (NormedX). On the H200 (8-layer Llama-3.1-8B shape, batch 1, two
+// passes a setting, two calls): mxfp4 1245 / 1242 -> 1274 / 1277 and 1268 / 1271 -> 1273 / 1279
+// tokens/s, int4-g128 1273 / 1271 -> 1303 / 1302 and 1266 / 1263 -> 1308 / 1308. fp4-g128 was level
+// and nvfp4 2% slower that way, and the norm inside the 2-row kernel (4 CTAs per SM, each
+// normalizing X) cost what the norm kernel saved, so the others keep 2 rows and the norm kernel
+// (docs/perf/fused-norm-2026-11-29.md).
+template <class F, class = void>
+struct NormFused : std::false_type {};
+template <class F>
+struct NormFused<F, std::void_t<decltype(F::kNormFused)>> : std::bool_constant<F::kNormFused> {};
+
+// Launches the persistent kernel for one row and one split with X staged, where the normal grid
+// (ctas of 2 rows per warp) exceeds what is resident, or always with a.norm_res (the grid then
+// at most what is resident); returns whether it did. Rows per warp: 4 where F sets kNormFused,
+// else 2; NIBBLE_GEMV_PERSISTENT_ROWS (2 or 4) overrides both.
+template <class F>
+bool launch_persistent_gemv(const GemvArgs& a, unsigned ctas, cudaStream_t s) {
+  const bool norm = a.norm_res != nullptr;
+  if (norm ? !NormFused<F>::value || !gemv_norm_fusable(a.M, a.K, a.k_splits)
+           : !persistent_gemv_enabled() || !smem_x_fits(a.M, a.K) || a.k_splits != 1)
+    return false;
+  auto go = [&](auto kernel, int64_t resident) {
+    if (resident <= 0 || (!norm && int64_t(ctas) <= resident)) return false;
+    launch_pdl(kernel, dim3(unsigned(std::min<int64_t>(ctas, resident))), kThreads, size_t(a.K) * 2, s, a);
+    return true;
+  };
+  const int rows = persistent_gemv_rows_override() ? persistent_gemv_rows_override() : NormFused<F>::value ? 4 : 2;
+  if constexpr (NormFused<F>::value) {
+    if (norm)
+      return rows == 4 ? go(gemv_persistent_kernel<F, 4, true>, persistent_gemv_resident<F, 4, true>())
+                       : go(gemv_persistent_kernel<F, 2, true>, persistent_gemv_resident<F, 2, true>());
+  }
+  return rows == 4 ? go(gemv_persistent_kernel<F, 4, false>, persistent_gemv_resident<F, 4, false>())
+                   : go(gemv_persistent_kernel<F, 2, false>, persistent_gemv_resident<F, 2, false>());
 }
 
 // Launches the instantiation for MT = the smallest of {1, 2, 4, 8, 16} >= M and R rows per warp
@@ -461,7 +553,8 @@ void launch_gemv(const GemvArgs& a, int rows_per_warp, cudaStream_t s) {
   auto go = [&](auto kernel, size_t smem = 0) { launch_pdl(kernel, grid, kThreads, smem, s, a); };
   const size_t xbytes = size_t(a.K) * 2;
   if constexpr (kPersistent && HalfDot<F>::value)
-    if (R == 2 && launch_persistent_gemv<F>(a, grid.x, s)) return;
+    if ((R == 2 || a.norm_res) && launch_persistent_gemv<F>(a, grid.x, s)) return;
+  if (a.norm_res) throw Error("GEMV: the norm is not fusable here (gemv_norm_fusable)");
   if (smem_x_fits(a.M, a.K)) {
     R == 4 ? go(gemv_entry<F, 1, 4, true>(), xbytes) : go(gemv_entry<F, 1, 2, true>(), xbytes);
   } else if (R == 4) {

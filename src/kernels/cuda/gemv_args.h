@@ -42,6 +42,14 @@ struct GemvArgs {
   // One plain weight (n0 = 0, no silu pairs) may write FP32 outputs [M, N] here instead of y: the
   // output layer's logits (linear_fp16_f32out).
   float* yf = nullptr;
+  // One row, persistent kernel (linear_rmsnorm): X is not read from x but computed by every CTA as
+  // fp16(rmsnorm(norm_res + float(norm_delta)) * norm_w) over K, in ops::add_rmsnorm's order and
+  // bits (rmsnorm_row.cuh). norm_res and norm_w load before the PDL wait (the kernel just before
+  // must not write them), norm_delta after it.
+  const float* norm_res = nullptr;
+  const __half* norm_delta = nullptr;
+  const float* norm_w = nullptr;
+  float norm_eps = 0.0f;
 };
 
 #ifdef __CUDACC__
@@ -88,6 +96,19 @@ constexpr int kWarps = kThreads / 32;
 constexpr int mma_ctas_per_sm(int token_tiles, int row_blocks) {
   return row_blocks == 1 ? 3 : token_tiles == 2 && row_blocks == 4 ? 1 : 2;
 }
+
+// Host switches of the one-row GEMV (gemv_switches.cpp), read from the environment once, for
+// comparisons: NIBBLE_GEMV_PERSISTENT=0 turns the persistent one-row kernel off;
+// NIBBLE_GEMV_PERSISTENT_ROWS=2 or 4 sets its rows per warp for every format (0: unset).
+bool persistent_gemv_enabled();
+int persistent_gemv_rows_override();
+// Rows up to this many elements can have linear_rmsnorm's norm computed inside the GEMV (NormedX
+// holds them in registers).
+constexpr int kNormFusedMaxK = 4096;
+// Whether the persistent kernel of a format that fuses the norm (gemv.cuh, kNormFused) can compute
+// linear_rmsnorm's norm itself: one row, one split, K up to kNormFusedMaxK (X then fits shared
+// memory), the persistent kernel on. NIBBLE_FUSE_NORM=0 says no.
+bool gemv_norm_fusable(int M, int K, int k_splits);
 
 // Host: fills a.sv_h2 from a.sv_a / a.sv_b (the FP4 bit decoders' value * 2^-14 scaling).
 void fill_sv_table(GemvArgs& a);

@@ -30,6 +30,7 @@ struct Int4G128 {
     for (int p = 0; p < 4; ++p) h[p] = int4x2_scaled_minus_zero_h(x, p, nz);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
+  static constexpr bool kNormFused = true;  // one row: 4-row persistent warps, the FFN norm inside (gemv.cuh)
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
   static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, int, const GemvArgs&,
                                                   uint32_t (&A)[4]) {

@@ -115,6 +115,12 @@ TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M)
   // (down projections) take two blocks split over a cluster at any M (docs/perf/gemv-cluster-2026-11-23.md).
   c.row_blocks = M <= 4 && K < 8192 ? 1 : 2;
   c.k_splits = default_k_splits(c.engine, format, K, N, M, c.row_blocks);
+  // NVFP4 at one row where 2-row CTAs would not all be resident (gate/up): the plain grid of 4 rows
+  // per warp, not the persistent kernel (H200, 8-layer Llama-3.1-8B shape, batch 1, two passes,
+  // two calls: 1228 / 1229 -> 1256 / 1257 and 1231 / 1233 -> 1259 / 1262 tokens/s; gate/up alone
+  // 26.3 -> 23.4 us; docs/perf/fused-norm-2026-11-29.md).
+  if (M == 1 && format == "nvfp4" && c.engine == Engine::cuda_cores && c.k_splits == 1 && N > int64_t(64) * sm_count())
+    c.rows_per_warp = 4;
   return c;
 }
 

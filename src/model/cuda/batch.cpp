@@ -70,7 +70,7 @@ size_t scratch_bytes(const DeviceModel::Impl& m, int rows) {
   const ModelConfig& c = *m.cfg;
   const size_t H = size_t(c.hidden_size), I = size_t(c.intermediate_size), V = size_t(m.vocab);
   const size_t qd = size_t(c.num_heads) * c.head_dim, kd = size_t(c.num_kv_heads) * c.head_dim;
-  const size_t per_row = 4 * H + 2 * (2 * H + 2 * qd + 2 * kd + 2 * I + stack_width(c)) + 4 * V +
+  const size_t per_row = 4 * H + 2 * (3 * H + 2 * qd + 2 * kd + 2 * I + stack_width(c)) + 4 * V +
                          (m.head_quantized ? 2 * V : 0) + 10 * 4;
   return size_t(rows) * per_row;
 }
@@ -121,6 +121,7 @@ Batch::Impl::Impl(const DeviceModel::Impl& dm, const BatchOptions& opt)
   x = DeviceBuffer<float>(rows * H);
   xn = DeviceBuffer<uint16_t>(rows * H);
   tmp = DeviceBuffer<uint16_t>(rows * H);
+  o_out = DeviceBuffer<uint16_t>(size_t(max_batch) * H);
   q = DeviceBuffer<uint16_t>(rows * qd);
   att = DeviceBuffer<uint16_t>(rows * qd);
   k = DeviceBuffer<uint16_t>(rows * kd);

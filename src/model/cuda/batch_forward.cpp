@@ -35,17 +35,28 @@ void Batch::Impl::forward(int T, bool decode, int prefill_slot, int pos0, int n_
     else if (runs("attention", decode))
       ops::attention_decode(q.get(), T, slot, pos, attn_hint, kv, nh, nkv, d, att.get(), attn_ws.get(), stream);
     mark("attention");
-    if (runs("o", decode)) L.o.run(att.get(), T, tmp.get(), ex);
+    // At one decode row the FFN norm runs inside the gate/up GEMV where it can (one kernel less per
+    // layer): o's output then waits in o_out, and the next norm adds it and down's to x.
+    // (Left out for --in-step, the norm is not fused either: the step then runs without it.)
+    const bool fused_norm = decode && fuse_ffn_norm && runs("ffn_norm", decode) && L.ffn_norm_fuses(T);
+    uint16_t* o_y = fused_norm ? o_out.get() : tmp.get();
+    if (runs("o", decode)) L.o.run(att.get(), T, o_y, ex);
     mark("o");
-    if (runs("ffn_norm", decode)) ops::add_rmsnorm(x.get(), tmp.get(), L.ffn_norm.get(), T, H, eps, xn.get(), stream);
+    if (!fused_norm && runs("ffn_norm", decode))
+      ops::add_rmsnorm(x.get(), tmp.get(), L.ffn_norm.get(), T, H, eps, xn.get(), stream);
     mark("add_rmsnorm");
-    if (runs("gate_up_silu", decode)) L.run_swiglu(xn.get(), T, gate.get(), up.get(), ex);
+    if (runs("gate_up_silu", decode)) {
+      if (fused_norm) L.run_swiglu_normed(x.get(), o_y, eps, T, gate.get(), xn.get(), ex);
+      else L.run_swiglu(xn.get(), T, gate.get(), up.get(), ex);
+    }
     mark("gate_up_silu");
     if (runs("down", decode)) L.down.run(gate.get(), T, tmp.get(), ex);
     mark("down");
     // the residual add fused with the next layer's input norm, or the final norm
     const float* next = l + 1 < m.layers.size() ? m.layers[l + 1].attn_norm.get() : m.final_norm.get();
-    if (runs("next_norm", decode)) ops::add_rmsnorm(x.get(), tmp.get(), next, T, H, eps, xn.get(), stream);
+    if (runs("next_norm", decode))
+      ops::add_rmsnorm(x.get(), fused_norm ? o_y : tmp.get(), next, T, H, eps, xn.get(), stream,
+                       fused_norm ? tmp.get() : nullptr);
     mark("add_rmsnorm");
   }
   if (n_out > 0) m.logits(xn.get() + int64_t(T - n_out) * H, n_out, logits.get(), logits16.get(), ex);
@@ -66,6 +77,12 @@ void Batch::skip_decode_ops(std::span<const std::string> ops) {
   NIBBLE_CUDA_CHECK(cudaStreamSynchronize(p_->stream));  // no captured step still running
   p_->skipped_ops.assign(ops.begin(), ops.end());
   p_->graphs.clear();  // the captured steps hold the old set of ops
+}
+
+void Batch::set_fused_ffn_norm(bool on) {
+  NIBBLE_CUDA_CHECK(cudaStreamSynchronize(p_->stream));  // no captured step still running
+  p_->fuse_ffn_norm = on;
+  p_->graphs.clear();
 }
 
 void Batch::Impl::decode_step(int B) {

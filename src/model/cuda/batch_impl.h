@@ -40,6 +40,8 @@ struct Batch::Impl {
   DeviceBuffer<float> rope;             // [max_ctx][d]: d/2 cosines then d/2 sines per position
   DeviceBuffer<float> x;                // FP32 residual stream [rows, H]
   DeviceBuffer<uint16_t> xn, q, k, v, att, tmp, gate, up;
+  DeviceBuffer<uint16_t> o_out;         // [max_batch, H]: o's output where the FFN norm is fused into gate/up
+  bool fuse_ffn_norm = true;            // Batch::set_fused_ffn_norm
   DeviceBuffer<uint16_t> stack_out;     // [rows, widest stack] (LinearExec::stack_out)
   DeviceBuffer<float> logits;           // [rows, V]
   DeviceBuffer<uint16_t> logits16;      // [rows, V], for a quantized output layer only

@@ -96,6 +96,17 @@ void DeviceLayer::run_swiglu(const uint16_t* x, int M, uint16_t* ygate, uint16_t
   ops::silu_mul(ygate, yup, int64_t(M) * gate.rows(), ygate, ex.stream);
 }
 
+bool DeviceLayer::ffn_norm_fuses(int M) const {
+  return stack_runs(gate_up_pair, std::array<const DeviceLinear*, 2>{&gate, &up}, M) &&
+         linear_fuses_rmsnorm(*gate_up_pair, M);
+}
+
+void DeviceLayer::run_swiglu_normed(const float* res, const uint16_t* delta, float eps, int M, uint16_t* ygate,
+                                    uint16_t* xn, const LinearExec& ex) const {
+  if (!ffn_norm_fuses(M)) throw Error("DeviceLayer::run_swiglu_normed: the FFN norm does not fuse at this M");
+  linear_rmsnorm({res, delta, ffn_norm.get(), eps, xn}, M, *gate_up_pair, {ygate}, ex.stream);
+}
+
 size_t DeviceLayer::decode_bytes() const {
   size_t b = attn_norm.bytes() + ffn_norm.bytes() + q_norm.bytes() + k_norm.bytes();
   for (const DeviceLinear* l : {&q, &k, &v, &o, &gate, &up, &down}) b += l->decode_bytes();
