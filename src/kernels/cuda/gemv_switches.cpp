@@ -18,7 +18,9 @@ bool persistent_gemv_enabled() {
 }
 
 int persistent_gemv_rows_override() {
-  static const int rows = env_is("NIBBLE_GEMV_PERSISTENT_ROWS", "4") ? 4 : env_is("NIBBLE_GEMV_PERSISTENT_ROWS", "2") ? 2 : 0;
+  static const int rows = env_is("NIBBLE_GEMV_PERSISTENT_ROWS", "4")   ? 4
+                          : env_is("NIBBLE_GEMV_PERSISTENT_ROWS", "2") ? 2
+                                                                       : 0;
   return rows;
 }
 

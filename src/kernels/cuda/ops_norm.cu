@@ -81,7 +81,8 @@ void check_shape(const char* fn, int T, int H, float eps) {
   require(eps >= 0, fn, "eps must be >= 0");
   constexpr int kMaxH = norm::kNormThreads * norm::kNormMaxPerThread;
   require(H <= kMaxH, fn,
-          "hidden size H=" + std::to_string(H) + " is above the " + std::to_string(kMaxH) + " this kernel holds in registers");
+          "hidden size H=" + std::to_string(H) + " is above the " + std::to_string(kMaxH) +
+              " this kernel holds in registers");
 }
 
 }  // namespace
