@@ -137,6 +137,18 @@ std::vector<double> ref_rmsnorm(const float* x, const float* w, int H, double ep
   return y;
 }
 
+// got [T, H] (fp16) against ref_rmsnorm of each row of x, within fp16 rounding.
+void check_norm_rows(const std::string& what, const std::vector<uint16_t>& got, const std::vector<float>& x,
+                     const std::vector<float>& w, int T, int H, double eps) {
+  CloseCheck check(what + " T=" + std::to_string(T) + " H=" + std::to_string(H));
+  for (int t = 0; t < T; ++t) {
+    const auto ref = ref_rmsnorm(&x[size_t(t) * H], w.data(), H, eps);
+    for (int i = 0; i < H; ++i)
+      check(h2d(got[size_t(t) * H + i]), ref[size_t(i)], kHalfRel * std::fabs(ref[size_t(i)]) + kHalfAbs,
+            "t=" + std::to_string(t) + " i=" + std::to_string(i));
+  }
+}
+
 TEST_F(OpsElementwise, RmsNormOddSizesAndZeroRow) {
   for (auto [T, H] : {std::pair{1, 1}, {7, 33}, {37, 1000}, {3, 4097}}) {
     auto x = random_float(size_t(T) * H, 3.0f);
@@ -148,13 +160,7 @@ TEST_F(OpsElementwise, RmsNormOddSizesAndZeroRow) {
     y.poison();
     ops::rmsnorm(dx.get(), dw.get(), T, H, eps, y.get(), nullptr);
     const auto got = y.host();
-    CloseCheck check("rmsnorm T=" + std::to_string(T) + " H=" + std::to_string(H));
-    for (int t = 0; t < T; ++t) {
-      const auto ref = ref_rmsnorm(&x[size_t(t) * H], w.data(), H, eps);
-      for (int i = 0; i < H; ++i)
-        check(h2d(got[size_t(t) * H + i]), ref[size_t(i)], kHalfRel * std::fabs(ref[size_t(i)]) + kHalfAbs,
-              "t=" + std::to_string(t) + " i=" + std::to_string(i));
-    }
+    check_norm_rows("rmsnorm", got, x, w, T, H, eps);
     EXPECT_EQ(dx.host(), x);  // the input stays as it was
   }
 }
@@ -174,13 +180,7 @@ TEST_F(OpsElementwise, AddRmsNormUpdatesResidualAndNorms) {
     EXPECT_EQ(dx.host(), x1);
     EXPECT_EQ(dx2.host(), x1);
     const auto got = y.host();
-    CloseCheck check("add_rmsnorm T=" + std::to_string(T) + " H=" + std::to_string(H));
-    for (int t = 0; t < T; ++t) {
-      const auto ref = ref_rmsnorm(&x1[size_t(t) * H], w.data(), H, 1e-6);
-      for (int i = 0; i < H; ++i)
-        check(h2d(got[size_t(t) * H + i]), ref[size_t(i)], kHalfRel * std::fabs(ref[size_t(i)]) + kHalfAbs,
-              "t=" + std::to_string(t) + " i=" + std::to_string(i));
-    }
+    check_norm_rows("add_rmsnorm", got, x1, w, T, H, 1e-6);
   }
 }
 
@@ -203,13 +203,7 @@ TEST_F(OpsElementwise, TwoDeltasAndNormOfSum) {
     EXPECT_EQ(dxs.host(), x2);
     EXPECT_EQ(y.host(), ys.host());
     const auto got = y.host();
-    CloseCheck check("add_rmsnorm two deltas T=" + std::to_string(T) + " H=" + std::to_string(H));
-    for (int t = 0; t < T; ++t) {
-      const auto ref = ref_rmsnorm(&x2[size_t(t) * H], w.data(), H, 1e-6);
-      for (int i = 0; i < H; ++i)
-        check(h2d(got[size_t(t) * H + i]), ref[size_t(i)], kHalfRel * std::fabs(ref[size_t(i)]) + kHalfAbs,
-              "t=" + std::to_string(t) + " i=" + std::to_string(i));
-    }
+    check_norm_rows("add_rmsnorm two deltas", got, x2, w, T, H, 1e-6);
     // rmsnorm_of_sum: x0 + d1 normed, x0 unchanged, the bits of add_rmsnorm's y
     GpuBuffer<float> dxa(x0);
     GpuBuffer<uint16_t> ya(size_t(T) * H);
