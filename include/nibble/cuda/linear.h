@@ -13,13 +13,10 @@
 #include <string_view>
 #include <vector>
 
+#include "nibble/cuda/weight_kind.h"
 #include "nibble/format.h"
 
 namespace nibble::cuda {
-
-// Weight formats with a GEMV kernel. fp16: plain FP16 weights on CUDA cores only (the runtime
-// takes cuBLAS above a few rows, DeviceLinear).
-enum class WeightKind { nvfp4, nvfp4_razer, mxfp4, fp4_g128, razer_fp4_g128, razer_fp3_g128, int4_g128, nf4, fp16 };
 
 // How the nvfp4 / nvfp4-razer CUDA-core kernels turn FP4 codes into numbers (other formats have
 // one decoder).

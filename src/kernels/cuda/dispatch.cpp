@@ -144,10 +144,10 @@ TunedChoice resolve_choice(const DeviceWeight& w, int M, const LinearOptions& op
 }
 
 // Whether the chosen kernel computes linear_rmsnorm's norm itself: the persistent one-row
-// CUDA-core GEMV of the formats whose policy sets kNormFused (gemv.cuh: where it measured faster).
+// CUDA-core GEMV of the formats in norm_fused_kind (gemv_args.h).
 bool norm_fuses(const DeviceWeight& w, const TunedChoice& c, int M) {
-  const bool kind = w.kind == WeightKind::mxfp4 || w.kind == WeightKind::int4_g128;
-  return kind && c.engine == Engine::cuda_cores && detail::gemv_norm_fusable(M, int(w.K), c.k_splits);
+  return detail::norm_fused_kind(w.kind) && c.engine == Engine::cuda_cores &&
+         detail::gemv_norm_fusable(M, int(w.K), c.k_splits);
 }
 
 void check_linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, size_t parts) {

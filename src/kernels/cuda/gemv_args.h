@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "nibble/cuda/weight_kind.h"
+
 namespace nibble::cuda::detail {
 
 struct GemvArgs {
@@ -105,9 +107,14 @@ int persistent_gemv_rows_override();
 // Rows up to this many elements can have linear_rmsnorm's norm computed inside the GEMV (NormedX
 // holds them in registers).
 constexpr int kNormFusedMaxK = 4096;
-// Whether the persistent kernel of a format that fuses the norm (gemv.cuh, kNormFused) can compute
-// linear_rmsnorm's norm itself: one row, one split, K up to kNormFusedMaxK (X then fits shared
-// memory), the persistent kernel on. NIBBLE_FUSE_NORM=0 says no.
+// The formats whose one-row persistent GEMV takes 4 rows per warp and computes linear_rmsnorm's
+// norm itself (gemv.cuh, NormedX), where that measured faster (docs/perf/fused-norm-2026-11-29.md).
+// The one list: the dispatcher asks it, and those formats' policies set kNormFused from it (a kind
+// named here whose policy does not would throw at launch; test_gemv_norm checks every format).
+constexpr bool norm_fused_kind(WeightKind k) { return k == WeightKind::mxfp4 || k == WeightKind::int4_g128; }
+// Whether the persistent kernel of a format that fuses the norm can compute linear_rmsnorm's norm
+// itself: one row, one split, K up to kNormFusedMaxK (X then fits shared memory), the persistent
+// kernel on. NIBBLE_FUSE_NORM=0 says no.
 bool gemv_norm_fusable(int M, int K, int k_splits);
 
 // Host: fills a.sv_h2 from a.sv_a / a.sv_b (the FP4 bit decoders' value * 2^-14 scaling).

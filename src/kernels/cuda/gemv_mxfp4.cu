@@ -23,7 +23,7 @@ struct Mxfp4 {
     for (int p = 0; p < 4; ++p) h[p] = hmul2_bits(fp4x2_bits_h(x, p), kFp16TwoPow7x2);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
-  static constexpr bool kNormFused = true;  // one row: 4-row persistent warps, the FFN norm inside (gemv.cuh)
+  static constexpr bool kNormFused = norm_fused_kind(WeightKind::mxfp4);  // gemv_args.h
 };
 
 // The tensor-core GEMV's MXFP4 (gemv_mma.cuh): the tile layout carries, per row and 64-element

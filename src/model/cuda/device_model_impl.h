@@ -25,7 +25,7 @@ struct DeviceLayer {
   void run_swiglu(const uint16_t* x, int M, uint16_t* ygate, uint16_t* yup, const LinearExec& ex) const;
   // Whether the FFN norm can run inside the gate/up GEMV at M rows (linear_fuses_rmsnorm on the
   // silu pair), and that run: ygate = SwiGLU of fp16(rmsnorm(res + delta) * ffn_norm), res (FP32)
-  // not written; xn is scratch.
+  // not written; xn is scratch (the pair must exist: ask ffn_norm_fuses first).
   bool ffn_norm_fuses(int M) const;
   void run_swiglu_normed(const float* res, const uint16_t* delta, float eps, int M, uint16_t* ygate, uint16_t* xn,
                          const LinearExec& ex) const;
