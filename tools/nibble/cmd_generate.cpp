@@ -29,7 +29,7 @@ struct GenerateArgs {
   double temp = 0.8, top_p = 0.95, min_p = 0.0;
   int top_k = 0;
   uint64_t seed = 0;
-  bool seed_given = false;
+  bool seed_given = false, embeddings = false, lm_head = false;
   nibble::ResetParams reset;
 };
 
@@ -225,6 +225,8 @@ void run_generate(const GenerateArgs& a) {
   nibble::LoadOptions lo;
   lo.weight_format = a.weight_format;
   lo.act_format = a.act_format;
+  lo.quantize_embeddings = a.embeddings;
+  lo.quantize_lm_head = a.lm_head;
   lo.kv_cache = a.kv_cache;
   lo.tokenizer = a.tokenizer;
   lo.progress = true;
@@ -312,6 +314,7 @@ void setup_generate(CLI::App& app) {
   cmd->add_option("--tau0", a->reset.tau0, "ReSET global entropy threshold (nats)")->capture_default_str();
   cmd->add_option("--window", a->reset.window, "ReSET step-entropy window w")->capture_default_str();
   cmd->add_option("-f,--format", a->weight_format, "quantize the linear weights to this format");
+  nibble::cli::add_extent_flags(cmd, a->embeddings, a->lm_head);
   cmd->add_option("--act-format", a->act_format, "quantize activations online with this format");
   nibble::cli::add_kv_flag(cmd, a->kv_cache);
   nibble::cli::add_device_flag(cmd, a->device);

@@ -1,6 +1,7 @@
 #pragma once
 // CLI flags shared by the commands that load a model (ppl, quantize, compare, generate): weight
-// format, its block / special values, activation format, the device that runs the model.
+// format, its block / special values, which layers besides the decoder's it covers, activation
+// format, the device that runs the model.
 #include <CLI/CLI.hpp>
 
 #include <memory>
@@ -17,7 +18,14 @@ namespace nibble::cli {
 struct ModelFlags {
   std::string model, format, act_format, sv, kv_cache;
   int block = 0;
+  bool embeddings = false, lm_head = false;  // -f covers the token embeddings / the output layer too
 };
+
+// --quantize-embeddings / --quantize-lm-head (with -f)
+inline void add_extent_flags(CLI::App* cmd, bool& embeddings, bool& lm_head) {
+  cmd->add_flag("--quantize-embeddings", embeddings, "also quantize the token embeddings to -f's format");
+  cmd->add_flag("--quantize-lm-head", lm_head, "also quantize the output layer to -f's format");
+}
 
 inline void add_kv_flag(CLI::App* cmd, std::string& kv_cache) {
   cmd->add_option("--kv-cache", kv_cache,
@@ -32,6 +40,7 @@ inline void add_quant_flags(CLI::App* cmd, ModelFlags& f) {
                   "quantize per token the input of each quantized linear (of every decoder linear without -f), e.g. nvfp4-razer-act");
   cmd->add_option("--block", f.block, "block / group size (default: the format's)");
   cmd->add_option("--sv", f.sv, "RaZeR special-value pair A,B (e.g. 5,8)");
+  add_extent_flags(cmd, f.embeddings, f.lm_head);
 }
 
 // "A,B" -> sv pair; throws nibble::Error naming the flag on malformed input.
@@ -55,6 +64,8 @@ inline LoadOptions load_options(const ModelFlags& f) {
   o.act_format = f.act_format;
   o.kv_cache = f.kv_cache;
   o.quant.block = f.block;
+  o.quantize_embeddings = f.embeddings;
+  o.quantize_lm_head = f.lm_head;
   parse_sv(f.sv, o.quant);
   o.progress = true;
   return o;

@@ -10,13 +10,10 @@ namespace {
 struct QuantizeFlags {
   nibble::cli::ModelFlags model;
   std::string out;
-  bool embeddings = false, lm_head = false;
 };
 
 void run_quantize(const QuantizeFlags& f) {
-  nibble::LoadOptions o = nibble::cli::load_options(f.model);
-  o.quantize_embeddings = f.embeddings;
-  o.quantize_lm_head = f.lm_head;
+  const nibble::LoadOptions o = nibble::cli::load_options(f.model);
   const auto m = nibble::Model::load(f.model.model, o);
   m->save_quantized(f.out);
   std::printf("wrote %s: %s weights, %.2f MB, weight relative MSE %.4e\n", f.out.c_str(),
@@ -32,8 +29,6 @@ void setup_quantize(CLI::App& app) {
   nibble::cli::add_quant_flags(cmd, f->model);
   cmd->get_option("--format")->required();
   cmd->add_option("-o,--output", f->out, "output directory")->required();
-  cmd->add_flag("--quantize-embeddings", f->embeddings, "also quantize the token embeddings");
-  cmd->add_flag("--quantize-lm-head", f->lm_head, "also quantize the output layer");
   cmd->callback([f] { run_quantize(*f); });
 }
 
