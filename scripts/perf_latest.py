@@ -16,9 +16,11 @@ import sys
 KEYS = {
     "gemm": ("format", "path", "model", "proj", "K", "N", "M"),
     "kernels": ("format", "variant", "launch", "model", "proj", "K", "N", "M"),
-    "e2e": ("model", "format", "kv_cache", "batch", "prompt"),
+    "e2e": ("model", "format", "kv_cache", "batch", "prompt", "lm_head_quantized"),
 }
-DEFAULTS = {"kv_cache": "fp16"}  # runs before the KV-cache option had an FP16 cache
+# runs before the KV-cache option had an FP16 cache; before 2026-11-29 rows did not say whether the
+# output layer was quantized (it was not, except in docs/perf/e2e-2026-11-22-lmhead, never merged)
+DEFAULTS = {"kv_cache": "fp16", "lm_head_quantized": False}
 
 
 def key(bench, row):

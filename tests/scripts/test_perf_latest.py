@@ -27,6 +27,10 @@ class PerfLatest(unittest.TestCase):
             json.dump(rows, f)
         return path
 
+    def read(self, path):
+        with open(path) as f:
+            return json.load(f)
+
     def gemm(self, fmt, m, us):
         return {"format": fmt, "path": "fused", "model": "L", "proj": "o", "K": 64, "N": 8, "M": m, "us": us}
 
@@ -36,7 +40,7 @@ class PerfLatest(unittest.TestCase):
         out = os.path.join(self.dir.name, "latest.json")
         r = run("gemm", out, old, new)
         self.assertEqual(r.returncode, 0, r.stderr)
-        rows = {(x["format"], x["M"]): x for x in json.load(open(out))}
+        rows = {(x["format"], x["M"]): x for x in self.read(out)}
         self.assertEqual(len(rows), 3)
         self.assertEqual(rows[("nvfp4", 256)]["us"], 9.0)
         self.assertEqual(rows[("nvfp4", 256)]["run"], "gemm-b")
@@ -44,7 +48,7 @@ class PerfLatest(unittest.TestCase):
         # merging into itself keeps each row's run
         r = run("gemm", out, out, self.write("gemm-c.json", [self.gemm("nf4", 512, 30.0)]))
         self.assertEqual(r.returncode, 0, r.stderr)
-        runs = sorted(x["run"] for x in json.load(open(out)))
+        runs = sorted(x["run"] for x in self.read(out))
         self.assertEqual(runs, ["gemm-a", "gemm-b", "gemm-b", "gemm-c"])
 
     def test_e2e_rows_without_kv_cache_are_the_fp16_cache(self):
@@ -54,7 +58,18 @@ class PerfLatest(unittest.TestCase):
                                         dict(base, kv_cache="fp8-e4m3", tokens_per_s=3.0)])
         out = os.path.join(self.dir.name, "latest.json")
         self.assertEqual(run("e2e", out, old, new).returncode, 0)
-        self.assertEqual(sorted(x["tokens_per_s"] for x in json.load(open(out))), [2.0, 3.0])
+        self.assertEqual(sorted(x["tokens_per_s"] for x in self.read(out)), [2.0, 3.0])
+
+    def test_e2e_quantized_output_layer_is_its_own_point(self):
+        base = {"model": "m", "format": "int4-g128", "kv_cache": "fp16", "batch": 1, "prompt": 512}
+        old = self.write("e2e-a.json", [dict(base, tokens_per_s=1.0)])  # before the field: unquantized
+        new = self.write("e2e-b.json", [dict(base, lm_head_quantized=True, tokens_per_s=2.0)])
+        newer = self.write("e2e-c.json", [dict(base, lm_head_quantized=False, tokens_per_s=3.0)])
+        out = os.path.join(self.dir.name, "latest.json")
+        self.assertEqual(run("e2e", out, old, new).returncode, 0)
+        self.assertEqual(sorted(x["tokens_per_s"] for x in self.read(out)), [1.0, 2.0])
+        self.assertEqual(run("e2e", out, out, newer).returncode, 0)
+        self.assertEqual(sorted(x["tokens_per_s"] for x in self.read(out)), [2.0, 3.0])
 
     def test_bad_input_is_an_error_naming_the_file(self):
         bad = os.path.join(self.dir.name, "broken.json")

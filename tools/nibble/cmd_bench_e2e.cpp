@@ -352,11 +352,13 @@ void write_results(const std::vector<Row>& rows, const DeviceInfo& dev, double c
       "the controllers updated with the entropies and tokens that come back) over that top-p step, i.e. what "
       "ReSET adds to the sampler "
       "it replaces (paper 002's measure); entropy %: the device entropies alone over greedy. Weights are random "
-      "where the model says so (`nibble init-random`). Command: `nibble bench e2e`.\n\n"
+      "where the model says so (`nibble init-random`). {} Command: `nibble bench e2e`.\n\n"
       "| model | format | KV cache | batch | prefill tok/s | decode tok/s | step us | floor us | %floor | xfp16 | top-p % | "
       "ReSET % | entropy % |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
       date, dev.name, dev.sm_count, copy_gbps, o.prompt, o.steps, kWarmupSteps, kBaselineTemperature,
-      ResetParams{}.top_p);
+      ResetParams{}.top_p,
+      o.quantize_lm_head ? "Output layer: quantized to the row's format (--quantize-lm-head; FP16 rows keep it FP16)."
+                         : "Output layer: unquantized (FP16 on the GPU).");
   for (const Row& r : rows) {
     const double pct = 100.0 * r.floor_us / r.step_us;
     const double speedup = r.fp16_tps > 0 ? r.tps / r.fp16_tps : 0.0;
@@ -365,7 +367,7 @@ void write_results(const std::vector<Row>& rows, const DeviceInfo& dev, double c
                  {"prefill_tokens_per_s", r.prefill_tps}, {"step_us", r.step_us}, {"floor_us", r.floor_us},
                  {"reset_pct_over_topp_step", r.reset_pct}, {"topp_sampling_pct_of_step", r.sampled_pct}, {"entropy_pct_of_step", r.entropy_pct}, {"weight_bytes", r.weight_bytes}, {"kv_bytes", r.kv_bytes},
                  {"context", r.context}, {"copy_gbps", copy_gbps}, {"load_s", r.load_s}, {"upload_s", r.upload_s}, {"prompt", o.prompt},
-                 {"steps", o.steps}});
+                 {"steps", o.steps}, {"lm_head_quantized", o.quantize_lm_head && r.format != "fp16"}});
     for (const OpTime& t : r.profile) j.back()["profile"].push_back({{"op", t.op}, {"calls", t.calls}, {"us", t.us}});
     for (const auto& [op, us] : r.in_step) j.back()["in_step"].push_back({{"left_out", op}, {"step_us", us}});
     md += fmt::format("| {} | {} | {} | {} | {:.0f} | {:.1f} | {:.0f} | {:.0f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
