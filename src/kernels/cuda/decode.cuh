@@ -149,10 +149,12 @@ __device__ __forceinline__ void razer_fp4x8_table_h(uint32_t x, uint32_t sv_hi, 
   for (int p = 0; p < 4; ++p) h[p] = prmt2(b[0], b[1], 0x4400u + 0x1111u * p) & 0xFF00FF00u;
 }
 
+// An fp16 pair's bits and back.
+__device__ __forceinline__ uint32_t half2_bits(__half2 v) { return *reinterpret_cast<uint32_t*>(&v); }
+__device__ __forceinline__ __half2 bits_half2(uint32_t b) { return *reinterpret_cast<const __half2*>(&b); }
 // fp16 pair product on raw bits (IEEE, subnormals kept).
 __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
-  __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
-  return *reinterpret_cast<uint32_t*>(&r);
+  return half2_bits(__hmul2(bits_half2(a), bits_half2(b)));
 }
 
 // The low (or high) half of an fp16 pair in both halves; written as a half2 broadcast, not a PRMT,
@@ -188,21 +190,41 @@ __device__ __forceinline__ float2 fp3x2_planes(uint32_t sgn, uint32_t e0, uint32
   return h2bits_to_float2(h);
 }
 
-// Unsigned 4-bit codes q of pair p (nibbles p, p + 4) as fp16 1024 + q: 0x6400 | q.
-__device__ __forceinline__ __half2 int4x2_plus_1024(uint32_t w, int p) {
-  const uint32_t h = ((w >> (4 * p)) & 0x000F000Fu) | 0x64006400u;
-  return *reinterpret_cast<const __half2*>(&h);
+// (a & kMask) | kOr in one LOP3: written plainly, the compiler spends two (an AND and an OR, each
+// with its constant as the immediate); in PTX both constants go in and ptxas keeps one in a register.
+template <uint32_t kMask, uint32_t kOr>
+__device__ __forceinline__ uint32_t and_or(uint32_t a) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "n"(kMask), "n"(kOr));  // 0xEA: (a & b) | c
+  return r;
 }
-// q minus zero point z, exact: subtract 1024 + z. zz: (1024 + z) as fp16 in both halves.
-__device__ __forceinline__ uint32_t int4x2_minus_zero_h(uint32_t w, int p, __half2 zz) {
-  __half2 v = __hsub2(int4x2_plus_1024(w, p), zz);
-  return *reinterpret_cast<uint32_t*>(&v);
+
+// INT4 pairs by the magic number: unsigned 4-bit codes q as fp16 1024 + q (0x6400 | q), minus the
+// zero point's 1024 + z, exactly. Pair p of a word is nibbles p and p + 4; the decoders below take
+// all four pairs with one shift in all: pairs 0 and 2 masked from w and w >> 8 (0x000F000F), pairs 1
+// and 3 masked in place (0x00F000F0) as 1024 + 16 q, which still lies in the mantissa.
+
+// The tensor-core GEMV's: pairs 0 and 2 as q - z (zz0: 1024 + z in both halves), pairs 1 and 3 as
+// 16 (q - z1) ((1024 + 16 q) - (1024 + 16 z1); zz1: 1024 + z1): exact.
+__device__ __forceinline__ void int4x8_minus_zero_h(uint32_t w, __half2 zz0, __half2 zz1, uint32_t (&h)[4]) {
+  const __half2 zz16 = __hfma2(zz1, __float2half2_rn(16.0f), __float2half2_rn(-15360.0f));  // 1024 + 16 z1
+  const uint32_t w8 = w >> 8;
+  h[0] = half2_bits(__hsub2(bits_half2(and_or<0x000F000Fu, 0x64006400u>(w)), zz0));
+  h[1] = half2_bits(__hsub2(bits_half2(and_or<0x00F000F0u, 0x64006400u>(w)), zz16));
+  h[2] = half2_bits(__hsub2(bits_half2(and_or<0x000F000Fu, 0x64006400u>(w8)), zz0));
+  h[3] = half2_bits(__hsub2(bits_half2(and_or<0x00F000F0u, 0x64006400u>(w8)), zz16));
 }
-// The same times 2^-8 with one HFMA2 ((1024 + q) * 2^-8 = 4 + q / 256 is exact in fp16): nz is
-// -(1024 + z) * 2^-8 in both halves.
-__device__ __forceinline__ uint32_t int4x2_scaled_minus_zero_h(uint32_t w, int p, __half2 nz) {
-  __half2 v = __hfma2(int4x2_plus_1024(w, p), __float2half2_rn(0x1p-8f), nz);
-  return *reinterpret_cast<uint32_t*>(&v);
+// The CUDA-core GEMV's: every pair as (q - z) * 2^-8 (gemv.cuh chunk_dot's range) by one HFMA2,
+// (1024 + q) * 2^-8 - (1024 + z) * 2^-8 and (1024 + 16 q) * 2^-12 - (1024 + 16 z) * 2^-12: exact.
+// nz: -(1024 + z) * 2^-8 in both halves.
+__device__ __forceinline__ void int4x8_scaled_minus_zero_h(uint32_t w, __half2 nz, uint32_t (&h)[4]) {
+  const __half2 nz16 = __hadd2(nz, __float2half2_rn(3.75f));  // -(1024 + 16 z) * 2^-12 = nz + 3.75
+  const __half2 m8 = __float2half2_rn(0x1p-8f), m12 = __float2half2_rn(0x1p-12f);
+  const uint32_t w8 = w >> 8;
+  h[0] = half2_bits(__hfma2(bits_half2(and_or<0x000F000Fu, 0x64006400u>(w)), m8, nz));
+  h[1] = half2_bits(__hfma2(bits_half2(and_or<0x00F000F0u, 0x64006400u>(w)), m12, nz16));
+  h[2] = half2_bits(__hfma2(bits_half2(and_or<0x000F000Fu, 0x64006400u>(w8)), m8, nz));
+  h[3] = half2_bits(__hfma2(bits_half2(and_or<0x00F000F0u, 0x64006400u>(w8)), m12, nz16));
 }
 
 // E4M3 ("fn", positive here) block scale: its bits shifted into fp16 are value * 2^-8.

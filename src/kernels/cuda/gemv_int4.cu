@@ -1,6 +1,6 @@
 // INT4 asymmetric group-128 GEMV. Kernel layout: codes as serialized (row-major, two per byte);
 // per group one 32-bit word {fp16 scale, fp16 1024 + zero point} (repacked from the FP16 scales
-// and the 4-bit qzeros plane), so (q - z) is one HSUB2 on the magic-number decode of q.
+// and the 4-bit qzeros plane), so (q - z) is one HSUB2 or HFMA2 on the magic-number decode of q.
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
 
@@ -26,18 +26,17 @@ struct Int4G128 {
     const uint32_t x = word_of(w, e);
     // -(1024 + z) * 2^-8 in both halves: (1024 + q) * 2^-8 plus it is (q - z) * 2^-8, exact
     const __half2 nz = __hmul2(__half2half2(__ushort_as_half(uint16_t(m.sz >> 16))), __float2half2_rn(-0x1p-8f));
-#pragma unroll
-    for (int p = 0; p < 4; ++p) h[p] = int4x2_scaled_minus_zero_h(x, p, nz);
+    int4x8_scaled_minus_zero_h(x, nz, h);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
-  static constexpr bool kNormFused = true;  // one row: 4-row persistent warps, the FFN norm inside (gemv.cuh)
+  static constexpr bool kNormFused = norm_fused_kind(WeightKind::int4_g128);  // gemv_args.h
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
+  static constexpr float kOddPairsTimes = 16.0f;  // rows g + 8 decode as 16 (q - z): no shift (decode.cuh)
   static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, int, const GemvArgs&,
                                                   uint32_t (&A)[4]) {
     const __half2 z0 = __half2half2(__ushort_as_half(uint16_t(m0.sz >> 16)));
     const __half2 z1 = __half2half2(__ushort_as_half(uint16_t(m1.sz >> 16)));
-#pragma unroll
-    for (int p = 0; p < 4; ++p) A[p] = int4x2_minus_zero_h(x, p, (p & 1) ? z1 : z0);
+    int4x8_minus_zero_h(x, z0, z1, A);
   }
 };
 

@@ -94,6 +94,17 @@ template <class F>
 struct MmaXRingOpt<F, std::void_t<decltype(F::kMmaXRing)>> : std::bool_constant<F::kMmaXRing> {};
 template <class F>
 constexpr bool mma_x_ring() { return !F::kScaledH && MmaXRingOpt<F>::value; }
+// A policy scaled in FP32 may decode its odd pairs (the rows g + 8 of its A fragments) times a power
+// of two, kOddPairsTimes, where that saves instructions (INT4: 16 (q - z) without a shift); those
+// rows' group sums are then scaled by its inverse, exactly.
+template <class F, class = void>
+struct OddPairsTimes {
+  static constexpr float value = 1.0f;
+};
+template <class F>
+struct OddPairsTimes<F, std::void_t<decltype(F::kOddPairsTimes)>> {
+  static constexpr float value = F::kOddPairsTimes;
+};
 constexpr int kXRowHalves = 80;
 constexpr int kXBufHalves = 16 * kXRowHalves;
 constexpr size_t kXRingBytes = size_t(kWarps) * 2 * kXBufHalves * sizeof(__half);
@@ -187,7 +198,8 @@ __device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[R
       if (j % kTilesPerGroup == kTilesPerGroup - 1) {  // the group's FP32 sum times its scale
 #pragma unroll
         for (int b = 0; b < RB; ++b) {
-          const float s0 = F::scale(meta[b][0][hh], grp, a), s1 = F::scale(meta[b][1][hh], grp, a);
+          const float s0 = F::scale(meta[b][0][hh], grp, a);
+          const float s1 = F::scale(meta[b][1][hh], grp, a) * (1.0f / OddPairsTimes<F>::value);
 #pragma unroll
           for (int n = 0; n < NT; ++n) {
             acc[b][n][0] = fmaf(d[b][n][0], s0, acc[b][n][0]);
@@ -392,23 +404,26 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
       for (int i = 0; i < 4; ++i)
         red[(warp * kVals + (b * NT + n) * 4 + i) * 32 + lane] = acc[b][n][i] + acc2[b][n][i];
   __syncthreads();
-  if (!kCluster) return mma_store_sums<F, NT, RB, kWarps>(a, red, warp, lane, blk0);
+  if constexpr (!kCluster) {
+    mma_store_sums<F, NT, RB, kWarps>(a, red, warp, lane, blk0);
+  } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Split K: each CTA adds up its warps into red[v][lane] (in place: each entry is read and
-  // written by the one thread that owns it), then the cluster's CTAs share the outputs, each adding
-  // the parts' sums in the same order from their shared memory, so the result does not depend on
-  // which CTA ran first. The second sync keeps every CTA's shared memory alive until all have read.
-  for (int v = warp; v < kVals; v += kWarps) red[v * 32 + lane] = warps_sum<kVals, kWarps>(red, v, lane);
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  mma_store<F, NT, RB>(a, part * kWarps + warp, group_warps, lane, blk0, [&](int v) {
-    float s = 0.0f;
-    for (int p = 0; p < parts; ++p) s += cluster.map_shared_rank(red, p)[v * 32 + lane];
-    return s;
-  });
-  cluster.sync();
+    // Split K: each CTA adds up its warps into red[v][lane] (in place: each entry is read and
+    // written by the one thread that owns it), then the cluster's CTAs share the outputs, each adding
+    // the parts' sums in the same order from their shared memory, so the result does not depend on
+    // which CTA ran first. The second sync keeps every CTA's shared memory alive until all have read.
+    for (int v = warp; v < kVals; v += kWarps) red[v * 32 + lane] = warps_sum<kVals, kWarps>(red, v, lane);
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    mma_store<F, NT, RB>(a, part * kWarps + warp, group_warps, lane, blk0, [&](int v) {
+      float s = 0.0f;
+      for (int p = 0; p < parts; ++p) s += cluster.map_shared_rank(red, p)[v * 32 + lane];
+      return s;
+    });
+    cluster.sync();
 #endif
+  }
 }
 
 // a.k_splits (1, 2, 4, 8) CTAs per cluster; more than one only on sm_90 (the dispatcher's check).
