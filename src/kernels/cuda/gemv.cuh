@@ -501,13 +501,13 @@ int64_t persistent_gemv_resident() {
   return resident;
 }
 
-// Policies that set kNormFused (from norm_fused_kind, gemv_args.h) run their persistent kernel
-// with 4 rows per warp and can compute linear_rmsnorm's norm in it (NormedX). On the H200 (8-layer Llama-3.1-8B shape, batch 1, two
-// passes a setting, two calls): mxfp4 1245 / 1242 -> 1274 / 1277 and 1268 / 1271 -> 1273 / 1279
-// tokens/s, int4-g128 1273 / 1271 -> 1303 / 1302 and 1266 / 1263 -> 1308 / 1308. fp4-g128 was level
-// and nvfp4 2% slower that way, and the norm inside the 2-row kernel (4 CTAs per SM, each
-// normalizing X) cost what the norm kernel saved, so the others keep 2 rows and the norm kernel
-// (docs/perf/fused-norm-2026-11-29.md).
+// Policies that set kNormFused (from norm_fused_kind, gemv_args.h) run their persistent kernel with
+// 4 rows per warp and can compute linear_rmsnorm's norm in it (NormedX). On the H200 (8-layer
+// Llama-3.1-8B shape, batch 1, two passes a setting, two calls): mxfp4 1245 / 1242 -> 1274 / 1277
+// and 1268 / 1271 -> 1273 / 1279 tokens/s, int4-g128 1273 / 1271 -> 1303 / 1302 and 1266 / 1263 ->
+// 1308 / 1308. fp4-g128 was level and nvfp4 2% slower that way, and the norm inside the 2-row
+// kernel (4 CTAs per SM, each normalizing X) cost what the norm kernel saved, so the others keep 2
+// rows and the norm kernel (docs/perf/fused-norm-2026-11-29.md).
 template <class F, class = void>
 struct NormFused : std::false_type {};
 template <class F>
