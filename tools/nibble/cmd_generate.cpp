@@ -222,6 +222,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 void run_generate(const GenerateArgs& a) {
   nibble::cli::require_device(a.device);
   const nibble::SamplerConfig scfg = sampler_config(a);
+  nibble::cli::check_extent_flags(a.weight_format, a.embeddings, a.lm_head);
   nibble::LoadOptions lo;
   lo.weight_format = a.weight_format;
   lo.act_format = a.act_format;

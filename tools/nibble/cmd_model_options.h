@@ -26,6 +26,12 @@ inline void add_extent_flags(CLI::App* cmd, bool& embeddings, bool& lm_head) {
   cmd->add_flag("--quantize-embeddings", embeddings, "also quantize the token embeddings to -f's format");
   cmd->add_flag("--quantize-lm-head", lm_head, "also quantize the output layer to -f's format");
 }
+// Throws nibble::Error when they are given without a format to quantize to.
+inline void check_extent_flags(const std::string& format, bool embeddings, bool lm_head) {
+  if (format.empty() && (embeddings || lm_head))
+    throw Error(std::string(lm_head ? "--quantize-lm-head" : "--quantize-embeddings") +
+                ": give the format with -f FORMAT (it quantizes to -f's format)");
+}
 
 inline void add_kv_flag(CLI::App* cmd, std::string& kv_cache) {
   cmd->add_option("--kv-cache", kv_cache,
@@ -59,6 +65,7 @@ inline void parse_sv(const std::string& s, QuantOptions& q) {
 }
 
 inline LoadOptions load_options(const ModelFlags& f) {
+  check_extent_flags(f.format, f.embeddings, f.lm_head);
   LoadOptions o;
   o.weight_format = f.format;
   o.act_format = f.act_format;
