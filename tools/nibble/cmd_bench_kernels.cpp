@@ -118,7 +118,7 @@ void bench_shape(const Shape& s, const Options& o, cudaStream_t stream, CublasFp
           copies, stream, 48, o.replays);
       fp16_us[M] = us;
       rows.push_back({"fp16", "cublas", s.model, s.proj, s.K, s.N, M, us,
-                      double(wbytes) + 2.0 * M * (s.K + s.N), us});
+                      double(wbytes) + 2.0 * M * (s.K + s.N), us, ""});
     }
   }
   for (const std::string& f : o.formats) {
