@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/format_name.h"
 #include "nibble/half.h"
 
 namespace nibble::cuda::test {
@@ -91,16 +92,6 @@ inline int count_order_mismatch(const std::vector<uint16_t>& a, const std::vecto
   }
   return bad;
 }
-
-// Test names from format names ("nvfp4-razer" -> nvfp4_razer), for INSTANTIATE_TEST_SUITE_P.
-struct FormatName {
-  template <class Info>
-  std::string operator()(const Info& info) const {
-    std::string s = info.param;
-    for (auto& c : s) c = c == '-' ? '_' : c;
-    return s;
-  }
-};
 
 // Random FP16 weights [N, K] that NestedFP can split (normal, sd 0.05), with edge cases mixed in:
 // zeros of both signs, subnormals, the largest eligible magnitudes, upper bytes that round up.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/format_name.h"
 #include "cuda/gpu_buffer.h"
 #include "nibble/cuda/linear.h"
 #include "nibble/cuda/ops.h"
@@ -75,8 +76,9 @@ TEST_P(GemvNorm, EqualsNormThenLinear) {
         for (const LinearOptions& opt : {LinearOptions{}, one_split}) {
           const int64_t N = wt == &pair ? I : 96;
           const std::string what = fmt_case(M, wt == &pair, opt.k_splits);
-          if (opt.k_splits == 1)
+          if (opt.k_splits == 1) {
             EXPECT_EQ(linear_fuses_rmsnorm(*wt, M, opt), fusing_format && M == 1 && K <= 4096) << what;
+          }
           GpuBuffer<uint16_t> want(size_t(M * N)), got(size_t(M * N));
           linear(xref.get(), M, *wt, want.get(), nullptr, opt);
           got.poison();
@@ -90,12 +92,7 @@ TEST_P(GemvNorm, EqualsNormThenLinear) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, GemvNorm, ::testing::Values("nvfp4", "mxfp4", "fp4-g128", "int4-g128", "nf4",
                                                               "razer-fp4-g128"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         test::FormatName());
 
 TEST(GemvNormErrors, MissingInputsThrow) {
   std::vector<float> w(64 * 256, 0.25f);

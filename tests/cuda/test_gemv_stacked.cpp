@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/format_name.h"
 #include "cuda/gpu_buffer.h"
 #include "nibble/cuda/linear.h"
 #include "nibble/cuda/ops.h"
@@ -106,12 +107,7 @@ TEST_P(GemvStacked, EachPartEqualsItsOwnLaunch) {
 INSTANTIATE_TEST_SUITE_P(Formats, GemvStacked,
                          ::testing::Values("nvfp4", "nvfp4-razer", "mxfp4", "int4-g128", "razer-fp4-g128",
                                            "razer-fp3-g128", "nf4", "fp16"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         test::FormatName());
 
 // The fused SwiGLU: silu(gate) * up from one launch equals the two GEMVs then ops::silu_mul.
 TEST_P(GemvStacked, SiluPairEqualsSeparateGemvsThenSiluMul) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/format_name.h"
 #include "cuda_runtime/models.h"
 #include "nibble/cuda/linear.h"
 #include "nibble/cuda/runtime.h"
@@ -59,12 +60,7 @@ TEST_P(FusedFfnNorm, SameBitsAsTheNormKernel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, FusedFfnNorm, ::testing::Values("mxfp4", "int4-g128"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         FormatName());
 
 }  // namespace
 }  // namespace nibble::cuda::test
