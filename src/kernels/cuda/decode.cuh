@@ -26,12 +26,33 @@ __device__ __forceinline__ float fp4_value(int c) {
   return (c & 8) ? -mag : mag;
 }
 
+// x rotated left by s (any s; a constant once loops unroll: one SHF).
+__device__ __forceinline__ uint32_t rotl(uint32_t x, int s) { return __funnelshift_l(x, x, unsigned(s) & 31u); }
+
 // FP4 E2M1, OCP code layout S EE M. Placing S at fp16 bit 15 and EEM at bits 11..9 gives an fp16
-// equal to value * 2^-14 for every code, subnormal 0.5 included (fp16's own subnormal), so the
-// decode is two shifts and one LOP3 per pair; the caller multiplies the 2^14 back in once, after
-// the FP32 sums. Code 1000 (-0) decodes to -0.0.
+// equal to value * 2^-14 for every code, subnormal 0.5 included (fp16's own subnormal); the caller
+// multiplies the 2^14 back in once, after the FP32 sums. Code 1000 (-0) decodes to -0.0.
+// Two ways to place the bits, the same result; which is faster depends on the kernel (measured,
+// docs/perf/fp4-rotate-2026-11-29.md):
+// - shifts: S and EEM of pair p each shifted (by 12 - 4p and 9 - 4p) and masked, one LOP3 per pair
+//   with one mask in a register.
+// - rotate: ws = w rotated by 3 puts every S 3 places up; one LOP3 per two pairs takes the S bits of
+//   pairs (0, 2) or (1, 3) from ws and the rest from w (neither pair's EEM bits sit where the other's
+//   S bits land); one rotate and one AND then place a pair. Fewer instructions in all (SASS of the
+//   one-row fp4-g128 GEMV 816 -> 800) but more SHF (62 -> 75; why that costs is not measured):
+//   faster in NVFP4's one-row GEMV, slower in those of fp4-g128 and mxfp4 and in the tensor-core
+//   GEMV at 4 tokens, so only NVFP4's one-row decoder takes it.
+// The compiler computes ws and the two picks once per word (the expressions repeat for every p).
+enum class Fp4Place { shifts, rotate };
+template <Fp4Place kPlace = Fp4Place::shifts>
 __device__ __forceinline__ uint32_t fp4x2_bits_h(uint32_t w, int p) {
-  return (shl(w, 12 - 4 * p) & 0x80008000u) | (shl(w, 9 - 4 * p) & 0x0E000E00u);
+  if constexpr (kPlace == Fp4Place::shifts) {
+    return (shl(w, 12 - 4 * p) & 0x80008000u) | (shl(w, 9 - 4 * p) & 0x0E000E00u);
+  } else {
+    const uint32_t sign_at = (p & 1) ? 0x04040404u : 0x40404040u;  // S bits of pairs 1, 3 / 0, 2 in ws
+    const uint32_t t = (rotl(w, 3) & sign_at) | (w & ~sign_at);
+    return rotl(t, 9 - 4 * p) & 0x8E008E00u;
+  }
 }
 
 // Eight E2M1 codes as E4M3 bytes, S at bit 7 and EEM at bits 4..2: with E4M3's bias of 7 that is
@@ -95,8 +116,9 @@ __device__ __forceinline__ NibbleFlags neg0_flags(uint32_t w, bool razer) {
 }
 // FP4 pair p (bit placement, value * 2^-14) with RaZeR's -0 codes (flagged in fl) replaced by
 // the block's special value sv2 (x 2^-14, both halves); razer = false: plain FP4, -0 stays -0.0.
+template <Fp4Place kPlace = Fp4Place::shifts>
 __device__ __forceinline__ uint32_t fp4x2_special_h(uint32_t w, int p, const NibbleFlags& fl, uint32_t sv2, bool razer) {
-  const uint32_t v = fp4x2_bits_h(w, p);
+  const uint32_t v = fp4x2_bits_h<kPlace>(w, p);
   return razer ? select_h(v, fl, p, sv2) : v;
 }
 constexpr float kFp4BitsFactor = 16384.0f;  // 2^14
@@ -204,15 +226,17 @@ __device__ __forceinline__ uint32_t and_or(uint32_t a) {
 // all four pairs with one shift in all: pairs 0 and 2 masked from w and w >> 8 (0x000F000F), pairs 1
 // and 3 masked in place (0x00F000F0) as 1024 + 16 q, which still lies in the mantissa.
 
+// Pair p of w as an fp16 bit pattern: 1024 + q for pairs 0 and 2, 1024 + 16 q for 1 and 3.
+__device__ __forceinline__ __half2 int4x2_magic(uint32_t w, int p) {
+  const uint32_t x = p < 2 ? w : w >> 8;
+  return bits_half2((p & 1) ? and_or<0x00F000F0u, 0x64006400u>(x) : and_or<0x000F000Fu, 0x64006400u>(x));
+}
 // The tensor-core GEMV's: pairs 0 and 2 as q - z (zz0: 1024 + z in both halves), pairs 1 and 3 as
 // 16 (q - z1) ((1024 + 16 q) - (1024 + 16 z1); zz1: 1024 + z1): exact.
 __device__ __forceinline__ void int4x8_minus_zero_h(uint32_t w, __half2 zz0, __half2 zz1, uint32_t (&h)[4]) {
   const __half2 zz16 = __hfma2(zz1, __float2half2_rn(16.0f), __float2half2_rn(-15360.0f));  // 1024 + 16 z1
-  const uint32_t w8 = w >> 8;
-  h[0] = half2_bits(__hsub2(bits_half2(and_or<0x000F000Fu, 0x64006400u>(w)), zz0));
-  h[1] = half2_bits(__hsub2(bits_half2(and_or<0x00F000F0u, 0x64006400u>(w)), zz16));
-  h[2] = half2_bits(__hsub2(bits_half2(and_or<0x000F000Fu, 0x64006400u>(w8)), zz0));
-  h[3] = half2_bits(__hsub2(bits_half2(and_or<0x00F000F0u, 0x64006400u>(w8)), zz16));
+#pragma unroll
+  for (int p = 0; p < 4; ++p) h[p] = half2_bits(__hsub2(int4x2_magic(w, p), (p & 1) ? zz16 : zz0));
 }
 // The CUDA-core GEMV's: every pair as (q - z) * 2^-8 (gemv.cuh chunk_dot's range) by one HFMA2,
 // (1024 + q) * 2^-8 - (1024 + z) * 2^-8 and (1024 + 16 q) * 2^-12 - (1024 + 16 z) * 2^-12: exact.
@@ -220,11 +244,8 @@ __device__ __forceinline__ void int4x8_minus_zero_h(uint32_t w, __half2 zz0, __h
 __device__ __forceinline__ void int4x8_scaled_minus_zero_h(uint32_t w, __half2 nz, uint32_t (&h)[4]) {
   const __half2 nz16 = __hadd2(nz, __float2half2_rn(3.75f));  // -(1024 + 16 z) * 2^-12 = nz + 3.75
   const __half2 m8 = __float2half2_rn(0x1p-8f), m12 = __float2half2_rn(0x1p-12f);
-  const uint32_t w8 = w >> 8;
-  h[0] = half2_bits(__hfma2(bits_half2(and_or<0x000F000Fu, 0x64006400u>(w)), m8, nz));
-  h[1] = half2_bits(__hfma2(bits_half2(and_or<0x00F000F0u, 0x64006400u>(w)), m12, nz16));
-  h[2] = half2_bits(__hfma2(bits_half2(and_or<0x000F000Fu, 0x64006400u>(w8)), m8, nz));
-  h[3] = half2_bits(__hfma2(bits_half2(and_or<0x00F000F0u, 0x64006400u>(w8)), m12, nz16));
+#pragma unroll
+  for (int p = 0; p < 4; ++p) h[p] = half2_bits(__hfma2(int4x2_magic(w, p), (p & 1) ? m12 : m8, (p & 1) ? nz16 : nz));
 }
 
 // E4M3 ("fn", positive here) block scale: its bits shifted into fp16 are value * 2^-8.

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "decode.cuh"
 #include "gemm_kernels.cuh"
 
 namespace nibble::cuda::tc {
@@ -35,7 +36,7 @@ __device__ __forceinline__ uint32_t w4_decode_pair(uint32_t w, int p, uint32_t m
       v = f;
     }
   } else {
-    const uint32_t h = (x & 0x000F000Fu) | 0x64006400u;  // fp16 1024 + q
+    const uint32_t h = detail::and_or<0x000F000Fu, 0x64006400u>(x);  // fp16 1024 + q, one LOP3
     v = __hsub2(*reinterpret_cast<const __half2*>(&h), *reinterpret_cast<const __half2*>(&hi));
   }
   const __half2 r = __hmul2(v, scale);

@@ -37,6 +37,10 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
   using B = Nvfp4Base<kRazer>;
   static constexpr int kLutSize = 0;
   static constexpr float kOutFactor = kFp4BitsFactor, kHalfFactor = 64.0f;  // decode8_h: value * 2^-6
+  // decode8_h's bit placement (decode.cuh): plain NVFP4 by rotation, measured faster in the one-row
+  // GEMV (batch 1 +1.4 / +1.6%, docs/perf/fp4-rotate-2026-11-29.md); RaZeR's (not measured) and the
+  // tensor-core decode_h below (slower at 4 tokens) by shifts.
+  static constexpr Fp4Place kPlace = kRazer ? Fp4Place::shifts : Fp4Place::rotate;
   static __device__ __forceinline__ float scale(const typename B::Meta& m, int g, const GemvArgs&) {
     return B::block_scale(m, g);
   }
@@ -46,7 +50,7 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
     const uint32_t sv2 = kRazer ? B::block_sv_h2(m, e / 2, a) : 0u;
     const NibbleFlags fl = neg0_flags(x, kRazer);
 #pragma unroll
-    for (int p = 0; p < 4; ++p) h[p] = hmul2_bits(fp4x2_special_h(x, p, fl, sv2, kRazer), kFp16TwoPow8x2);
+    for (int p = 0; p < 4; ++p) h[p] = hmul2_bits(fp4x2_special_h<kPlace>(x, p, fl, sv2, kRazer), kFp16TwoPow8x2);
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   // Tensor-core path: four fp16 pairs (A registers; odd pairs are row g + 8, meta m1), already
