@@ -301,7 +301,7 @@ TEST(GemvPersistent, MatchesFloat64ReferenceBeyondOneResidentGrid) {
 // x, FP32 sums against float64 (no fp16 rounding of the outputs), and its argument checks.
 TEST(GemvFp16F32Out, MatchesFloat64Reference) {
   std::mt19937_64 g(std::random_device{}());
-  for (const auto [N, K] : {std::pair<int64_t, int64_t>{1001, 4104}, {37, 8}, {4099, 512}}) {
+  for (const auto& [N, K] : {std::pair<int64_t, int64_t>{1001, 4104}, {37, 8}, {4099, 512}}) {
     std::vector<float> w = random_weights(N, K, g);
     std::vector<uint16_t> wh(w.size());
     for (size_t i = 0; i < w.size(); ++i) wh[i] = float_to_half(w[i]), w[i] = half_to_float(wh[i]);
@@ -338,7 +338,7 @@ TEST(GemvRazer, TableAndBitPlacementSpecialValues) {
   std::mt19937_64 g(seed);
   const int64_t N = 45, K = 640;
   for (const std::string format : {"nvfp4-razer", "razer-fp4-g128"})
-    for (const auto [a, b] : {std::pair{5.0f, 8.0f}, std::pair{4.5f, 9.5f}}) {
+    for (const auto& [a, b] : {std::pair{5.0f, 8.0f}, std::pair{4.5f, 9.5f}}) {
       SCOPED_TRACE(format + " sv " + std::to_string(a) + " / " + std::to_string(b));
       QuantOptions o;
       o.sv_a = a, o.sv_b = b;

@@ -150,7 +150,7 @@ struct NormedX {
   // After it: adds the delta, sums, and writes X into xs, paired like stage_x_paired (then a barrier).
   template <class F>
   __device__ __forceinline__ void stage(const GemvArgs& a, uint4* xs, float* scratch) {
-    const int H = a.K, VT = norm_virtual_threads(H), lane = threadIdx.x & 31;
+    const int H = a.K, VT = norm_virtual_threads(H);
 #pragma unroll
     for (int i = 0; i < VI; ++i) {
       const int t = threadIdx.x + kThreads * i;
@@ -161,8 +161,7 @@ struct NormedX {
         if (t < VT && idx < H) v[i][j] += __half2float(__ldcg(a.norm_delta + idx));
         ss = fmaf(v[i][j], v[i][j], ss);
       }
-      ss = warp_sum(ss);  // warp-uniform: VT is a multiple of 32
-      if (lane == 0 && t < VT) scratch[t / 32] = ss;
+      norm_group_sum(ss, t / 32, t < VT, scratch);  // t < VT is warp-uniform: VT is a multiple of 32
     }
     __syncthreads();
     const float r = norm_factor(norm_total(scratch, H), H, a.norm_eps);

@@ -53,8 +53,7 @@ __global__ void __launch_bounds__(norm::kNormThreads)
     ss = fmaf(v[j], v[j], ss);
   }
   if (!y) return;
-  ss = warp_sum(ss);
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = ss;
+  norm::norm_group_sum(ss, threadIdx.x >> 5, true, scratch);
   __syncthreads();
   const float r = norm::norm_factor(norm::norm_total(scratch, H), H, eps);
   uint16_t* yr = y + row;

@@ -20,6 +20,12 @@ __host__ __device__ constexpr int norm_virtual_threads(int H) {
 }
 __host__ __device__ constexpr int norm_per_thread(int H) { return (H + kNormThreads - 1) / kNormThreads; }
 
+// A virtual thread's sum ss added over its group of 32 (the calling warp's lanes), the group sum
+// stored in scratch[group] where valid (a warp past the virtual threads stores nothing).
+__device__ __forceinline__ void norm_group_sum(float ss, unsigned group, bool valid, float* scratch) {
+  ss = warp_sum(ss);
+  if ((threadIdx.x & 31) == 0 && valid) scratch[group] = ss;
+}
 // The final butterfly over the group sums in scratch[0 .. VT / 32) (after a barrier).
 __device__ __forceinline__ float norm_total(const float* scratch, int H) {
   const int lane = threadIdx.x & 31;
