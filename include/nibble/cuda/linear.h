@@ -127,7 +127,8 @@ struct RmsNormInput {
 void linear_rmsnorm(const RmsNormInput& in, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys,
                     cudaStream_t stream, const LinearOptions& opt = {});
 // Whether linear_rmsnorm() computes the norm inside the GEMV for w at M rows: the persistent one-row
-// CUDA-core GEMV of mxfp4 and int4-g128 (where it measured faster), K <= 4096, one K split.
+// CUDA-core GEMV of the formats that norm_fused_kind (src/kernels/cuda/gemv_args.h) lists, where
+// it measured faster (mxfp4 and int4-g128 as of 2026-11-29), K <= 4096, one K split.
 bool linear_fuses_rmsnorm(const DeviceWeight& w, int M, const LinearOptions& opt = {});
 
 // y = x · W^T for one row x [K] and a plain row-major FP16 W [N, K] held by the caller (an output
