@@ -39,9 +39,10 @@ __device__ __forceinline__ uint32_t rotl(uint32_t x, int s) { return __funnelshi
 // - rotate: ws = w rotated by 3 puts every S 3 places up; one LOP3 per two pairs takes the S bits of
 //   pairs (0, 2) or (1, 3) from ws and the rest from w (neither pair's EEM bits sit where the other's
 //   S bits land); one rotate and one AND then place a pair. Fewer instructions in all (SASS of the
-//   one-row fp4-g128 GEMV 816 -> 800) but more SHF (62 -> 75; why that costs is not measured):
-//   faster in NVFP4's one-row GEMV, slower in those of fp4-g128 and mxfp4 and in the tensor-core
-//   GEMV at 4 tokens, so only NVFP4's one-row decoder takes it.
+//   one-row fp4-g128 GEMV 816 -> 800) but more SHF (62 -> 75): work moves from the FMA-heavy pipe
+//   (the shift form's left shifts as IMAD.SHL) to the ALU pipe, the loops' busiest (ncu). Faster in
+//   NVFP4's one-row GEMV, slower in those of fp4-g128 and mxfp4 and in the tensor-core GEMV at 4
+//   tokens, so only NVFP4's one-row decoder takes it.
 // The compiler computes ws and the two picks once per word (the expressions repeat for every p).
 enum class Fp4Place { shifts, rotate };
 template <Fp4Place kPlace = Fp4Place::shifts>
