@@ -23,13 +23,14 @@
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt, tokenizer, weight_format, act_format, kv_cache, sampler = "default", bos = "auto";
+  nibble::cli::ModelFlags m;  // -m, -f and the flags load_options reads (generate has no --block / --sv)
+  std::string prompt, tokenizer, sampler = "default", bos = "auto";
   std::string device = "cpu";
   int n = 128, ctx = 0;
   double temp = 0.8, top_p = 0.95, min_p = 0.0;
   int top_k = 0;
   uint64_t seed = 0;
-  bool seed_given = false, embeddings = false, lm_head = false;
+  bool seed_given = false;
   nibble::ResetParams reset;
 };
 
@@ -38,7 +39,7 @@ struct GenerateArgs {
 bool use_bos(const GenerateArgs& a) {
   if (a.bos == "yes") return true;
   if (a.bos == "no") return false;
-  const std::filesystem::path dir = a.model;
+  const std::filesystem::path dir = a.m.model;
   if (!std::filesystem::is_directory(dir) || !std::filesystem::exists(dir / "tokenizer.json"))
     return true;
   std::ifstream f(dir / "tokenizer_config.json");
@@ -222,21 +223,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 void run_generate(const GenerateArgs& a) {
   nibble::cli::require_device(a.device);
   const nibble::SamplerConfig scfg = sampler_config(a);
-  nibble::cli::check_extent_flags(a.weight_format, a.embeddings, a.lm_head);
-  nibble::LoadOptions lo;
-  lo.weight_format = a.weight_format;
-  lo.act_format = a.act_format;
-  lo.quantize_embeddings = a.embeddings;
-  lo.quantize_lm_head = a.lm_head;
-  lo.kv_cache = a.kv_cache;
+  nibble::LoadOptions lo = nibble::cli::load_options(a.m);
   lo.tokenizer = a.tokenizer;
-  lo.progress = true;
-  auto model = nibble::Model::load(a.model, lo);
+  auto model = nibble::Model::load(a.m.model, lo);
   const nibble::Tokenizer& tok = model->tokenizer();
 
   std::vector<int32_t> prompt;
   if (use_bos(a)) {
-    if (tok.bos_id() < 0) throw nibble::Error("--bos: the tokenizer of " + a.model + " has no BOS token");
+    if (tok.bos_id() < 0) throw nibble::Error("--bos: the tokenizer of " + a.m.model + " has no BOS token");
     prompt.push_back(tok.bos_id());
   }
   for (int32_t id : tok.encode(a.prompt)) prompt.push_back(id);
@@ -293,7 +287,7 @@ void run_generate(const GenerateArgs& a) {
 void setup_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a prompt (streams to stdout)");
-  cmd->add_option("-m,--model", a->model, "HF model directory or llama2.c .bin checkpoint")->required();
+  cmd->add_option("-m,--model", a->m.model, "HF model directory or llama2.c .bin checkpoint")->required();
   cmd->add_option("-p,--prompt", a->prompt, "prompt text");
   cmd->add_option("-n", a->n, "maximum number of tokens to generate")->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -314,10 +308,10 @@ void setup_generate(CLI::App& app) {
   cmd->add_option("--t-high", a->reset.t_high, "ReSET high-entropy temperature")->capture_default_str();
   cmd->add_option("--tau0", a->reset.tau0, "ReSET global entropy threshold (nats)")->capture_default_str();
   cmd->add_option("--window", a->reset.window, "ReSET step-entropy window w")->capture_default_str();
-  cmd->add_option("-f,--format", a->weight_format, "quantize the linear weights to this format");
-  nibble::cli::add_extent_flags(cmd, a->embeddings, a->lm_head);
-  cmd->add_option("--act-format", a->act_format, "quantize activations online with this format");
-  nibble::cli::add_kv_flag(cmd, a->kv_cache);
+  cmd->add_option("-f,--format", a->m.format, "quantize the linear weights to this format");
+  nibble::cli::add_extent_flags(cmd, a->m);
+  cmd->add_option("--act-format", a->m.act_format, "quantize activations online with this format");
+  nibble::cli::add_kv_flag(cmd, a->m.kv_cache);
   nibble::cli::add_device_flag(cmd, a->device);
   cmd->add_option("--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (default: beside the checkpoint)");
   cmd->add_option("--ctx", a->ctx, "context length (default: the model's maximum positions)");

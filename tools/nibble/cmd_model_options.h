@@ -21,16 +21,10 @@ struct ModelFlags {
   bool embeddings = false, lm_head = false;  // -f covers the token embeddings / the output layer too
 };
 
-// --quantize-embeddings / --quantize-lm-head (with -f)
-inline void add_extent_flags(CLI::App* cmd, bool& embeddings, bool& lm_head) {
-  cmd->add_flag("--quantize-embeddings", embeddings, "also quantize the token embeddings to -f's format");
-  cmd->add_flag("--quantize-lm-head", lm_head, "also quantize the output layer to -f's format");
-}
-// Throws nibble::Error when they are given without a format to quantize to.
-inline void check_extent_flags(const std::string& format, bool embeddings, bool lm_head) {
-  if (format.empty() && (embeddings || lm_head))
-    throw Error(std::string(lm_head ? "--quantize-lm-head" : "--quantize-embeddings") +
-                ": give the format with -f FORMAT (it quantizes to -f's format)");
+// --quantize-embeddings / --quantize-lm-head (with -f; load_options checks)
+inline void add_extent_flags(CLI::App* cmd, ModelFlags& f) {
+  cmd->add_flag("--quantize-embeddings", f.embeddings, "also quantize the token embeddings to -f's format");
+  cmd->add_flag("--quantize-lm-head", f.lm_head, "also quantize the output layer to -f's format");
 }
 
 inline void add_kv_flag(CLI::App* cmd, std::string& kv_cache) {
@@ -46,7 +40,7 @@ inline void add_quant_flags(CLI::App* cmd, ModelFlags& f) {
                   "quantize per token the input of each quantized linear (of every decoder linear without -f), e.g. nvfp4-razer-act");
   cmd->add_option("--block", f.block, "block / group size (default: the format's)");
   cmd->add_option("--sv", f.sv, "RaZeR special-value pair A,B (e.g. 5,8)");
-  add_extent_flags(cmd, f.embeddings, f.lm_head);
+  add_extent_flags(cmd, f);
 }
 
 // "A,B" -> sv pair; throws nibble::Error naming the flag on malformed input.
@@ -64,8 +58,11 @@ inline void parse_sv(const std::string& s, QuantOptions& q) {
   }
 }
 
+// Throws nibble::Error on --quantize-embeddings / --quantize-lm-head without a format to quantize to.
 inline LoadOptions load_options(const ModelFlags& f) {
-  check_extent_flags(f.format, f.embeddings, f.lm_head);
+  if (f.format.empty() && (f.embeddings || f.lm_head))
+    throw Error(std::string(f.lm_head ? "--quantize-lm-head" : "--quantize-embeddings") +
+                ": give the format with -f FORMAT (it quantizes to -f's format)");
   LoadOptions o;
   o.weight_format = f.format;
   o.act_format = f.act_format;
