@@ -14,10 +14,11 @@ namespace nibble::cuda::detail {
 // x shifted left by s (right by -s when s < 0).
 __device__ __forceinline__ uint32_t shl(uint32_t x, int s) { return s >= 0 ? x << s : x >> -s; }
 
-__device__ __forceinline__ float2 h2bits_to_float2(uint32_t h) {
-  __half2 v = *reinterpret_cast<__half2*>(&h);
-  return __half22float2(v);
-}
+// An fp16 pair's bits and back.
+__device__ __forceinline__ uint32_t half2_bits(__half2 v) { return *reinterpret_cast<uint32_t*>(&v); }
+__device__ __forceinline__ __half2 bits_half2(uint32_t b) { return *reinterpret_cast<const __half2*>(&b); }
+
+__device__ __forceinline__ float2 h2bits_to_float2(uint32_t h) { return __half22float2(bits_half2(h)); }
 
 // FP4 E2M1 value of code c (c & 8 is the sign).
 __device__ __forceinline__ float fp4_value(int c) {
@@ -172,9 +173,6 @@ __device__ __forceinline__ void razer_fp4x8_table_h(uint32_t x, uint32_t sv_hi, 
   for (int p = 0; p < 4; ++p) h[p] = prmt2(b[0], b[1], 0x4400u + 0x1111u * p) & 0xFF00FF00u;
 }
 
-// An fp16 pair's bits and back.
-__device__ __forceinline__ uint32_t half2_bits(__half2 v) { return *reinterpret_cast<uint32_t*>(&v); }
-__device__ __forceinline__ __half2 bits_half2(uint32_t b) { return *reinterpret_cast<const __half2*>(&b); }
 // fp16 pair product on raw bits (IEEE, subnormals kept).
 __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
   return half2_bits(__hmul2(bits_half2(a), bits_half2(b)));
@@ -183,9 +181,8 @@ __device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
 // The low (or high) half of an fp16 pair in both halves; written as a half2 broadcast, not a PRMT,
 // so that ptxas can fold it into the operand of the HMUL2 that consumes it.
 __device__ __forceinline__ uint32_t half_dup(uint32_t x, bool high) {
-  const __half2 h = *reinterpret_cast<const __half2*>(&x);
-  const __half2 r = high ? __high2half2(h) : __low2half2(h);
-  return *reinterpret_cast<const uint32_t*>(&r);
+  const __half2 h = bits_half2(x);
+  return half2_bits(high ? __high2half2(h) : __low2half2(h));
 }
 
 // Four unsigned minifloat scale bytes (3 mantissa bits; E4M3: 7 bits used, E3M3: 6) as exact fp16

@@ -19,7 +19,7 @@ __device__ __forceinline__ uint32_t w4_decode_pair(uint32_t w, int p, uint32_t m
   if constexpr (D == W4Decode::nf4) {  // level * absmax in FP32, rounded once to fp16
     const float s = __uint_as_float(meta);
     const __half2 r = __floats2half2_rn(levels[x & 0xF] * s, levels[(x >> 16) & 0xF] * s);
-    return *reinterpret_cast<const uint32_t*>(&r);
+    return detail::half2_bits(r);
   }
   const __half2 scale = __halves2half2(__ushort_as_half(uint16_t(meta)), __ushort_as_half(uint16_t(meta)));
   const uint32_t hi = __byte_perm(meta, 0, 0x3232);
@@ -27,20 +27,18 @@ __device__ __forceinline__ uint32_t w4_decode_pair(uint32_t w, int p, uint32_t m
   if constexpr (D == W4Decode::fp4 || D == W4Decode::fp4_special) {
     // S EEM -> fp16 S 000EE M000000000: the FP4 value times 2^-14, subnormals included.
     const uint32_t h = ((x & 0x00080008u) << 12) | ((x & 0x00070007u) << 9);
-    const __half2 f = __hmul2(*reinterpret_cast<const __half2*>(&h), __float2half2_rn(16384.0f));
+    const __half2 f = __hmul2(detail::bits_half2(h), __float2half2_rn(16384.0f));
     if constexpr (D == W4Decode::fp4_special) {  // -0 is the special value (5 more instructions)
       const uint32_t special = __vcmpeq2(h, 0x80008000u);
-      const uint32_t hv = (*reinterpret_cast<const uint32_t*>(&f) & ~special) | (hi & special);
-      v = *reinterpret_cast<const __half2*>(&hv);
+      v = detail::bits_half2((detail::half2_bits(f) & ~special) | (hi & special));
     } else {
       v = f;
     }
   } else {
     const uint32_t h = detail::and_or<0x000F000Fu, 0x64006400u>(x);  // fp16 1024 + q, one LOP3
-    v = __hsub2(*reinterpret_cast<const __half2*>(&h), *reinterpret_cast<const __half2*>(&hi));
+    v = __hsub2(detail::bits_half2(h), detail::bits_half2(hi));
   }
-  const __half2 r = __hmul2(v, scale);
-  return *reinterpret_cast<const uint32_t*>(&r);
+  return detail::half2_bits(__hmul2(v, scale));
 }
 
 }  // namespace nibble::cuda::tc

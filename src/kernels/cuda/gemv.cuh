@@ -239,8 +239,7 @@ __device__ __forceinline__ void chunk_dot(const GemvArgs& a, const uint4 (&wq)[R
           for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int p = 0; p < 4; ++p)
-              part[r][m] = __hfma2(*reinterpret_cast<const __half2*>(&d[r][p]),
-                                   *reinterpret_cast<const __half2*>(&xh[p]), part[r][m]);
+              part[r][m] = __hfma2(bits_half2(d[r][p]), bits_half2(xh[p]), part[r][m]);
         } else {
           float xf[8];
           unpack_x8(xv, xf);
