@@ -377,13 +377,19 @@ __device__ __forceinline__ void gemv_body(const GemvArgs& a) {
   };
   int c0 = lane + 32 * U * slot;
   if constexpr (kPrefetch) {
+    // The weights are constant: their first chunks load while the previous kernel ends. FP16
+    // requests two steps' chunks there (then one step ahead as the others): its loop does little
+    // work per byte. The 4-bit formats measured slower that way on their 4096-long rows, faster
+    // on the down projection's (docs/perf/gemv-prologue-2026-11-29.md).
+    constexpr bool kTwoEarly = F::kChunkK == 8;
     ChunkSet<F, R, U> cur, nxt;
     if (c0 < nch) cur.load(qrow, srow, a, c0, nchunks);
-    pdl_wait();  // the weights are constant: their first chunks load while the previous kernel ends
+    if (kTwoEarly && c0 + step < nch) nxt.load(qrow, srow, a, c0 + step, nchunks);
+    pdl_wait();
     pdl_trigger();
     if constexpr (kSmemX) stage_x_paired<F>(a, xs);
-    for (; c0 < nch; c0 += step) {
-      if (c0 + step < nch) nxt.load(qrow, srow, a, c0 + step, nchunks);
+    for (bool ahead = kTwoEarly; c0 < nch; c0 += step, ahead = false) {
+      if (!ahead && c0 + step < nch) nxt.load(qrow, srow, a, c0 + step, nchunks);
       dot(cur, c0);
       cur = nxt;
     }
