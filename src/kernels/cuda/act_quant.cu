@@ -87,7 +87,7 @@ struct Fp4HalfThresholds {
 // idx / 2 + max(idx - 4, 0) / 2 + max(idx - 6, 0) maps 0..7 to 0, 0.5, 1, 1.5, 2, 3, 4, 6; the
 // product has a few significant bits, exact in fp16 like the float path it replaced (vals * s).
 __device__ __forceinline__ uint32_t nvfp4_pair(uint32_t x, const Fp4HalfThresholds& th, __half2 s) {
-  const __half2 a = __habs2(*reinterpret_cast<const __half2*>(&x));
+  const __half2 a = __habs2(detail::bits_half2(x));
   __half2 idx = __hgt2(a, th.t[0]);
 #pragma unroll
   for (int j = 1; j < 7; ++j) idx = __hadd2(idx, j % 2 ? __hge2(a, th.t[j]) : __hgt2(a, th.t[j]));

@@ -9,16 +9,12 @@
 
 #include <cstdint>
 
+#include "half_bits.cuh"
+
 namespace nibble::cuda::detail {
 
 // x shifted left by s (right by -s when s < 0).
 __device__ __forceinline__ uint32_t shl(uint32_t x, int s) { return s >= 0 ? x << s : x >> -s; }
-
-// An fp16 pair's bits and back.
-__device__ __forceinline__ uint32_t half2_bits(__half2 v) { return *reinterpret_cast<uint32_t*>(&v); }
-__device__ __forceinline__ __half2 bits_half2(uint32_t b) { return *reinterpret_cast<const __half2*>(&b); }
-
-__device__ __forceinline__ float2 h2bits_to_float2(uint32_t h) { return __half22float2(bits_half2(h)); }
 
 // FP4 E2M1 value of code c (c & 8 is the sign).
 __device__ __forceinline__ float fp4_value(int c) {

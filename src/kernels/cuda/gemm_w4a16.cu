@@ -106,9 +106,8 @@ __global__ void dequantize_kernel(const uint4* codes, const uint32_t* meta, int 
       for (int p = 0; p < 4; ++p) {
         uint32_t v = W4<D>::decode(w[t], p, p < 2 ? m_lo : m_hi, levels);
         if (!alpha_one) {  // alpha in FP32, one rounding: the weight as fp16
-          const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
-          const __half2 r = __floats2half2_rn(f.x * alpha, f.y * alpha);
-          v = *reinterpret_cast<const uint32_t*>(&r);
+          const float2 f = detail::h2bits_to_float2(v);
+          v = detail::half2_bits(__floats2half2_rn(f.x * alpha, f.y * alpha));
         }
         h[(p >> 1) * 8 + 2 * t + (p & 1)] = v;
       }

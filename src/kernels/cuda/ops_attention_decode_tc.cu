@@ -17,10 +17,13 @@
 #include <type_traits>
 
 #include "gemm_launch.cuh"
+#include "half_bits.cuh"
 #include "mma.cuh"
 #include "ops_attention_decode.cuh"
 
 namespace nibble::cuda::ops::attn {
+using cuda::detail::h2bits_to_float2;
+using cuda::detail::half2_bits;
 using cuda::detail::ldmatrix_x4;
 using cuda::detail::ldmatrix_x4_trans;
 using cuda::detail::mma_16816;
@@ -54,13 +57,10 @@ struct TcSmem {
   static_assert(bytes() >= size_t(kWarps) * 16 * (D + 2) * 4, "the merge reuses the tiles");
 };
 
-__device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
+__device__ __forceinline__ uint32_t pack_h2(float lo, float hi) { return half2_bits(__floats2half2_rn(lo, hi)); }
 // x - float(fp16(x)) for both halves of a packed pair (the low part of a two-term split).
 __device__ __forceinline__ uint32_t pack_h2_rest(float lo, float hi, uint32_t packed) {
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&packed));
+  const float2 f = h2bits_to_float2(packed);
   return pack_h2(lo - f.x, hi - f.y);
 }
 
