@@ -95,7 +95,7 @@ __device__ __forceinline__ uint32_t nvfp4_pair(uint32_t x, const Fp4HalfThreshol
   const __half2 hi = __hfma2(__hmax2(__hsub2(idx, __float2half2_rn(4.0f)), zero), half,
                              __hmax2(__hsub2(idx, __float2half2_rn(6.0f)), zero));
   const __half2 v = __hmul2(__hfma2(idx, half, hi), s);
-  return *reinterpret_cast<const uint32_t*>(&v) | (x & 0x80008000u);  // -0 for a negative x below 0.25 step
+  return detail::half2_bits(v) | (x & 0x80008000u);  // -0 for a negative x below 0.25 step
 }
 
 // One block of 16 (raw: its two 16-byte words) quantized with the row's global scale gs, written

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "half_bits.cuh"
 #include "nestedfp8_lt.h"
 #include "nibble/cuda/check.h"
 #include "nibble/cuda/gemm.h"
@@ -110,7 +111,7 @@ __global__ void scale_rows_kernel(const float4* c, const float* row_scale, int q
     const float s = row_scale[i / quads_per_row];
     const float4 v = c[i];
     const __half2 a = __floats2half2_rn(v.x * s, v.y * s), b = __floats2half2_rn(v.z * s, v.w * s);
-    y[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&b));
+    y[i] = make_uint2(detail::half2_bits(a), detail::half2_bits(b));
   }
 }
 
