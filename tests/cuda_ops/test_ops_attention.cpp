@@ -22,6 +22,14 @@ struct Shape {
 };
 
 constexpr ops::KvType kTypes[] = {ops::KvType::fp16, ops::KvType::e4m3};
+
+// Decode attention's cluster combine (sm_90) is switched per case; this puts it back on at the end.
+struct ClusterSetting {
+  ClusterSetting() = default;
+  ClusterSetting(const ClusterSetting&) = delete;
+  ClusterSetting& operator=(const ClusterSetting&) = delete;
+  ~ClusterSetting() { ops::set_attention_cluster(true); }
+};
 const char* type_name(ops::KvType t) { return t == ops::KvType::e4m3 ? "e4m3" : "fp16"; }
 
 class OpsAttention : public SeededTest {
@@ -114,11 +122,15 @@ TEST_F(OpsAttention, DecodeMatchesReference) {
                         {3, 4100, {16, 2, 64}, false}, {64, 300, {32, 8, 128}, true}, {64, 530, {8, 1, 64}, false},
                         {5, 700, {12, 2, 128}, true},  {7, 260, {5, 1, 64}, true},   {16, 560, {32, 8, 128}, false},
                         {2, 333, {40, 2, 64}, true},   {2, 1000, {32, 1, 128}, false}};
+  const ClusterSetting restore;
+  for (const bool cluster : {false, true})
   for (const ops::KvType type : kTypes)
     for (const Case& c : cases) {
+      ops::set_attention_cluster(cluster);
       const auto [nh, nkv, d] = c.s;
       SCOPED_TRACE(std::string(type_name(type)) + " B=" + std::to_string(c.B) + " max_ctx=" + std::to_string(c.max_ctx) +
-                   " nh=" + std::to_string(nh) + " nkv=" + std::to_string(nkv) + " d=" + std::to_string(d));
+                   " nh=" + std::to_string(nh) + " nkv=" + std::to_string(nkv) + " d=" + std::to_string(d) +
+                   (cluster ? " cluster combine allowed" : " workspace combine"));
       // One query per slot, slots shuffled; positions random with 0 and max_ctx - 1 included.
       const int n_slots = c.B + 1;
       std::vector<int32_t> slot(size_t(c.B)), pos(size_t(c.B));
@@ -167,9 +179,13 @@ TEST_F(OpsAttention, DecodeSeesTheRowsStoredJustBefore) {
   // step, and a step of fewer rows must find them where a larger one left them.
   GpuBuffer<uint8_t> ws(ops::attention_decode_workspace_bytes(16, nh, d, max_ctx));
   ws.zero();
+  const ClusterSetting restore;
   for (const int B : {16, 1, 16})
     for (const ops::KvType type : kTypes) {
-      SCOPED_TRACE(std::string(type_name(type)) + " B=" + std::to_string(B));
+      const bool cluster = (type == ops::KvType::e4m3) != (B == 1);  // both combines at each batch
+      ops::set_attention_cluster(cluster);
+      SCOPED_TRACE(std::string(type_name(type)) + " B=" + std::to_string(B) +
+                   (cluster ? " cluster combine allowed" : " workspace combine"));
       for (int rep = 0; rep < 5; ++rep) {
         std::vector<int32_t> slot(static_cast<size_t>(B)), pos(static_cast<size_t>(B));
         for (int b = 0; b < B; ++b) slot[size_t(b)] = b, pos[size_t(b)] = uniform_int(0, max_ctx - 1);

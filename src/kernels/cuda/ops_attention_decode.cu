@@ -11,6 +11,7 @@
 // at once. A grid resident at once requests its first two tiles before griddepcontrol.wait (all
 // rows but the new token's, which the kernel before stores).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -234,6 +235,23 @@ void launch_split(const DecodeArgs& a, dim3 grid, int hpc, cudaStream_t stream) 
 
 }  // namespace
 
+namespace attn {
+namespace {
+std::atomic<int> g_cluster{-1};  // -1: from the environment
+}
+bool attention_cluster_enabled() {
+  const int v = g_cluster.load(std::memory_order_relaxed);
+  if (v >= 0) return v == 1;
+  static const bool env_on = [] {
+    const char* e = std::getenv("NIBBLE_ATTN_CLUSTER");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return env_on;
+}
+}  // namespace attn
+
+void set_attention_cluster(bool on) { attn::g_cluster.store(on ? 1 : 0, std::memory_order_relaxed); }
+
 size_t attention_decode_workspace_bytes(int B, int nh, int d, int max_ctx) {
   require(B >= 0 && nh > 0 && d > 0 && max_ctx > 0, "attention_decode_workspace_bytes",
           "bad shape B=" + std::to_string(B) + " nh=" + std::to_string(nh) + " d=" + std::to_string(d) +
@@ -265,8 +283,10 @@ void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32
   const int64_t ctas_per_chunk = int64_t(B) * nkv * (group / hpc);
   auto n_chunks = [&](int chunk) { return (max_pos_hint + chunk) / chunk; };
   int chunk = kMaxChunk;
+  bool cluster = false;
   if (on_tc) {
-    chunk = tc_chunk(ctas_per_chunk, max_pos_hint, slots, cache, d);
+    const TcPlan plan = tc_plan(ctas_per_chunk, max_pos_hint, slots, cache, d);
+    chunk = plan.chunk, cluster = plan.cluster;
   } else {
     // Shorter chunks when the grid would leave SMs idle (few sequences, short context), as long as
     // the chunks fit the workspace's slots. Target: 4 CTAs per SM (ncu at batch 16, ~530 keys, with
@@ -281,7 +301,7 @@ void attention_decode(const uint16_t* q, int B, const int32_t* slot, const int32
                float(1.0 / std::sqrt(double(d)) * M_LOG2E), false, hpc};
   const dim3 grid{unsigned(n_chunks(chunk)), unsigned(nkv * (group / hpc)), unsigned(B)};
   if (on_tc) {
-    launch_decode_tc(a, grid, d, stream);
+    launch_decode_tc(a, grid, d, cluster, stream);
     return check_launch(fn);
   }
   a.prewait = int64_t(grid.x) * grid.y * grid.z <= 4 * tc::sm_count();

@@ -136,9 +136,17 @@ __device__ __forceinline__ void combine_if_last(const DecodeArgs& a, int b, int 
 
 // The tensor-core kernel (ops_attention_decode_tc.cu): its query heads per CTA for a group size
 // (the largest divisor <= 16), its keys per chunk (a multiple of its 64-key tile) for
-// ctas_per_chunk CTAs per chunk index, and its launch (sets a.prewait from its occupancy).
+// ctas_per_chunk CTAs per chunk index and whether a sequence's chunks combine in a cluster, and
+// its launch (sets a.prewait from its occupancy).
+struct TcPlan {
+  int chunk;
+  bool cluster;
+};
 int tc_heads_per_cta(int group);
-int tc_chunk(int64_t ctas_per_chunk, int max_pos_hint, int slots, const KvCache& cache, int d);
-void launch_decode_tc(DecodeArgs a, dim3 grid, int d, cudaStream_t stream);
+TcPlan tc_plan(int64_t ctas_per_chunk, int max_pos_hint, int slots, const KvCache& cache, int d);
+void launch_decode_tc(DecodeArgs a, dim3 grid, int d, bool cluster, cudaStream_t stream);
+// Whether the tensor-core kernel may combine in clusters (NIBBLE_ATTN_CLUSTER=0 or
+// set_attention_cluster turn it off).
+bool attention_cluster_enabled();
 
 }  // namespace nibble::cuda::ops::attn

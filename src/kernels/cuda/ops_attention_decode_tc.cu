@@ -13,6 +13,13 @@
 // distinct banks. E4M3 rows arrive as codes with their row scales; each warp converts its 16 rows
 // to FP16 (exact) into a swizzled buffer of its own, and the scales multiply the scores (K) and
 // the probabilities (V) in FP32.
+// Cluster combine (sm_90, kCluster): where a sequence's chunks are few (batch 1 and 16 at ~530 keys:
+// 5 and 2), its chunk CTAs of one head block run as one thread-block cluster; each keeps its
+// chunk's partial in its own shared memory and, after a cluster barrier, the CTAs combine them
+// through distributed shared memory (each a share of the outputs), so the partials never go
+// through the workspace and no CTA counts itself in with an atomic.
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <type_traits>
 
@@ -34,6 +41,7 @@ using tc::cp_async_wait;
 namespace {
 
 constexpr int kTcKeys = 64;  // keys per tile: 16 per warp
+constexpr int kMaxClusterChunks = 8;  // the portable cluster size
 // Tiles in flight per CTA: 3 against 2 (H200, Llama-3.1-8B shape, 8 layers, fp4-g128, two runs
 // each): batch 64 28082 / 28096 -> 28493 / 28590 tok/s, batches 1 and 16 level.
 constexpr int kTcStages = 3;
@@ -47,6 +55,9 @@ constexpr int kTcStagesE4m3 = 2;
 // warps' merge at the end reuses all of it.
 template <class Kv, int D, int S>
 struct TcSmem {
+  // The merge's floats: each warp's P.V and (max, sum) per row, then (kCluster) the chunk's partial
+  // [16][D] and its (max, sum) [16].
+  static constexpr size_t kMergeFloats = size_t(kWarps) * 16 * (D + 2) + 16 * (D + 2);
   static constexpr int kRowBytes = D * Kv::kElemBytes;
   static constexpr int kCopies = kRowBytes / 16;  // 16-byte copies per row
   static constexpr int kTileBytes = kTcKeys * kRowBytes;
@@ -54,7 +65,7 @@ struct TcSmem {
   static constexpr size_t kScales = Kv::kScaled ? size_t(S) * 2 * kTcKeys * 4 : 0;
   static constexpr size_t kConv = Kv::kScaled ? size_t(kWarps) * 2 * 16 * D * 2 : 0;
   static constexpr size_t bytes() { return kStages + kScales + kConv; }
-  static_assert(bytes() >= size_t(kWarps) * 16 * (D + 2) * 4, "the merge reuses the tiles");
+  static_assert(bytes() >= kMergeFloats * 4, "the merge reuses the tiles");
 };
 
 __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) { return half2_bits(__floats2half2_rn(lo, hi)); }
@@ -64,7 +75,43 @@ __device__ __forceinline__ uint32_t pack_h2_rest(float lo, float hi, uint32_t pa
   return pack_h2(lo - f.x, hi - f.y);
 }
 
-template <class Kv, int D, int S>
+// kCluster: after every CTA of the cluster (the grid's x: one per chunk, rank = chunk) put its
+// chunk's partial (part: [16][D] P.V, then (max, sum) [16]) in its shared memory, the CTAs combine
+// them into the output, output i of the head block in CTA i / kThreads % nc (nc: the sequence's
+// chunks), in chunk order. The second barrier keeps every CTA's shared memory alive until all have
+// read it. CTAs past the sequence's last chunk only join the barriers.
+template <int D>
+__device__ __forceinline__ void cluster_combine(const DecodeArgs& a, int b, int h0, int p, float* part) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int nc = p / a.chunk + 1;
+  for (int i = blockIdx.x * kThreads + threadIdx.x; int(blockIdx.x) < nc && i < a.hpc * D; i += nc * kThreads) {
+    const int h = i / D;
+    float2 ml[kMaxClusterChunks];
+    float o[kMaxClusterChunks], mx = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < kMaxClusterChunks; ++c)
+      if (c < nc) {
+        const float* rp = cluster.map_shared_rank(part, c);
+        ml[c] = reinterpret_cast<const float2*>(rp + 16 * D)[h], o[c] = rp[i];
+        mx = fmaxf(mx, ml[c].x);  // finite: every chunk has a key
+      }
+    float acc = 0.0f, l = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kMaxClusterChunks; ++c)
+      if (c < nc) {
+        const float f = exp2f(ml[c].x - mx);
+        acc += f * o[c], l += f * ml[c].y;
+      }
+    a.out[(int64_t(b) * a.nh + h0 + h) * D + i % D] = f2h(acc / l);
+  }
+  cluster.sync();
+#endif
+}
+
+template <class Kv, int D, int S, bool kCluster>
 __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const DecodeArgs a) {
   using L = TcSmem<Kv, D, S>;
   constexpr int kCpr = D * 2 / 16;        // 16-byte units per key row in FP16 (8 or 16)
@@ -81,7 +128,10 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
       for (int i = threadIdx.x; i < a.hpc * D; i += kThreads) a.out[(int64_t(b) * a.nh + h0) * D + i] = 0x7E00;
     return;
   }
-  if (c0 > p) return;
+  if (c0 > p) {
+    if constexpr (kCluster) cluster_combine<D>(a, b, h0, p, nullptr);  // the barriers only: no output of its own
+    return;
+  }
   const int n = min(a.chunk, p + 1 - c0), tiles = (n + kTcKeys - 1) / kTcKeys;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, tq = lane & 3;
   const KvHead kv = kv_head<Kv>(a.cache, D, (int64_t(s) * a.nkv + g) * a.max_ctx + c0);
@@ -258,6 +308,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
   // sum and P.V, then per (head, column) the merge, written as the chunk's partial.
   float* s_o = reinterpret_cast<float*>(smem);       // [kWarps][16][D]
   float* s_ml = s_o + kWarps * 16 * D;               // [kWarps][16][2]
+  float* part = s_ml + kWarps * 16 * 2;              // kCluster: [16][D], then (max, sum) [16]
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
@@ -286,22 +337,37 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
       acc += f * s_o[(w * 16 + h) * D + e];
       sum += f * s_ml[(w * 16 + h) * 2 + 1];
     }
-    ws_acc(a, b, h0 + h, blockIdx.x, D)[e] = acc;
-    if (e == 0) ws_ml(a, b, h0 + h, D)[blockIdx.x] = make_float2(mm, sum);
+    if constexpr (kCluster) {
+      part[i] = acc;
+      if (e == 0) reinterpret_cast<float2*>(part + 16 * D)[h] = make_float2(mm, sum);
+    } else {
+      ws_acc(a, b, h0 + h, blockIdx.x, D)[e] = acc;
+      if (e == 0) ws_ml(a, b, h0 + h, D)[blockIdx.x] = make_float2(mm, sum);
+    }
   }
-  combine_if_last<D, 16>(a, b, h0, p);
+  if constexpr (kCluster) cluster_combine<D>(a, b, h0, p, part);
+  else combine_if_last<D, 16>(a, b, h0, p);
 }
 
-// CTAs of the kernel resident at once on this GPU (its shared memory opted in on the first call).
+// Opts the kernel's shared memory in (once per instantiation).
+template <class Kv, int D, int S, bool kCluster>
+void tc_opt_in() {
+  static const bool done = [] {
+    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_tc_kernel<Kv, D, S, kCluster>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(TcSmem<Kv, D, S>::bytes())));
+    return true;
+  }();
+  (void)done;
+}
+
+// CTAs of the kernel resident at once on this GPU (the same for both variants).
 template <class Kv, int D, int S>
 int64_t tc_resident() {
   static const int64_t n = [] {
-    constexpr size_t kSmem = TcSmem<Kv, D, S>::bytes();
-    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_tc_kernel<Kv, D, S>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+    tc_opt_in<Kv, D, S, false>();
     int per_sm = 0;
-    NIBBLE_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attention_decode_tc_kernel<Kv, D, S>, kThreads, kSmem));
+    NIBBLE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attention_decode_tc_kernel<Kv, D, S, false>,
+                                                                    kThreads, TcSmem<Kv, D, S>::bytes()));
     return int64_t(per_sm) * tc::sm_count();
   }();
   return n;
@@ -328,30 +394,42 @@ int tc_heads_per_cta(int group) {
 
 // Waves of the grid (at the hint's context) times a CTA's keys plus a fixed cost of kFixedKeys
 // keys' time (its latency chain: the first tiles' DRAM round trip, the merge, the combine), least
-// wins; ties go to the longer chunk (fewer partials to combine).
-int tc_chunk(int64_t ctas_per_chunk, int max_pos_hint, int slots, const KvCache& cache, int d) {
-  constexpr int kFixedKeys = 128, kMaxKeys = 1024;
+// wins; ties go to the longer chunk (fewer partials to combine). With the cluster combine (at most
+// kMaxClusterChunks chunks) the fixed cost is kClusterFixedKeys: no partial goes through global
+// memory and no atomic orders the CTAs; it is taken where it costs no more.
+TcPlan tc_plan(int64_t ctas_per_chunk, int max_pos_hint, int slots, const KvCache& cache, int d) {
+  constexpr int kFixedKeys = 128, kClusterFixedKeys = 64, kMaxKeys = 1024;
   const int64_t resident = with_tc_kernel(cache, d, [](auto kv, auto D, auto S) {
     return tc_resident<decltype(kv), decltype(D)::value, decltype(S)::value>();
   });
-  int best = 0;
-  int64_t best_cost = 0;
+  const bool cluster_ok = attention_cluster_enabled() && tc::compute_capability() >= 90;
+  TcPlan best{kMaxKeys, false}, best_cl{0, true};
+  int64_t best_cost = -1, best_cl_cost = -1;
   for (int c = kTcKeys; c <= kMaxKeys; c += kTcKeys) {
     const int64_t chunks = (max_pos_hint + c) / c;
     if (chunks > slots) continue;
-    const int64_t cost = (ctas_per_chunk * chunks + resident - 1) / resident * (c + kFixedKeys);
-    if (best == 0 || cost <= best_cost) best = c, best_cost = cost;
+    const int64_t waves = (ctas_per_chunk * chunks + resident - 1) / resident;
+    if (best_cost < 0 || waves * (c + kFixedKeys) <= best_cost) best.chunk = c, best_cost = waves * (c + kFixedKeys);
+    if (cluster_ok && chunks <= kMaxClusterChunks && (best_cl_cost < 0 || waves * (c + kClusterFixedKeys) <= best_cl_cost))
+      best_cl.chunk = c, best_cl_cost = waves * (c + kClusterFixedKeys);
     if (chunks == 1) break;  // longer chunks change nothing
   }
-  return best > 0 ? best : kMaxKeys;
+  return best_cl_cost >= 0 && best_cl_cost <= best_cost ? best_cl : best;
 }
 
-void launch_decode_tc(DecodeArgs a, dim3 grid, int d, cudaStream_t stream) {
+void launch_decode_tc(DecodeArgs a, dim3 grid, int d, bool cluster, cudaStream_t stream) {
   with_tc_kernel(a.cache, d, [&](auto kv, auto D, auto S) {
     using Kv = decltype(kv);
     constexpr int kD = decltype(D)::value, kS = decltype(S)::value;
+    constexpr size_t kSmem = TcSmem<Kv, kD, kS>::bytes();
     a.prewait = int64_t(grid.x) * grid.y * grid.z <= tc_resident<Kv, kD, kS>();
-    launch_pdl(attention_decode_tc_kernel<Kv, kD, kS>, grid, kThreads, TcSmem<Kv, kD, kS>::bytes(), stream, a);
+    if (cluster) {
+      if (grid.x > unsigned(kMaxClusterChunks)) throw Error("attention_decode: a cluster of more than 8 chunks");
+      tc_opt_in<Kv, kD, kS, true>();
+      launch_pdl_cluster(grid.x, attention_decode_tc_kernel<Kv, kD, kS, true>, grid, kThreads, kSmem, stream, a);
+    } else {
+      launch_pdl(attention_decode_tc_kernel<Kv, kD, kS, false>, grid, kThreads, kSmem, stream, a);
+    }
   });
 }
 

@@ -16,6 +16,7 @@
 namespace nibble::cuda::ops::detail {
 
 using cuda::detail::launch_pdl;
+using cuda::detail::launch_pdl_cluster;
 using cuda::detail::pdl_trigger;
 using cuda::detail::pdl_wait;
 using cuda::detail::block_max;
