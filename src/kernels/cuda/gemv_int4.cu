@@ -31,6 +31,7 @@ struct Int4G128 {
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   static constexpr bool kNormFused = norm_fused_kind(WeightKind::int4_g128);  // gemv_args.h
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
+  static constexpr bool kMmaTwoChunks = true;  // gemv_mma.cuh's mma_two_chunks
   static constexpr float kOddPairsTimes = 16.0f;  // rows g + 8 decode as 16 (q - z): no shift (decode.cuh)
   static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, int, const GemvArgs&,
                                                   uint32_t (&A)[4]) {

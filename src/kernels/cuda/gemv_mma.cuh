@@ -105,6 +105,18 @@ template <class F>
 struct OddPairsTimes<F, std::void_t<decltype(F::kOddPairsTimes)>> {
   static constexpr float value = F::kOddPairsTimes;
 };
+// An FP32-scaled policy that reads X from global memory at two token tiles may set kMmaTwoChunks:
+// two chunks per warp, block and buffer at two blocks and two tiles, so twice the bytes are in
+// flight within the same 128 registers (nf4's cluster kernel with 20 bytes of spills, faster all the
+// same) for int4-g128 and nf4 (on an H200 at M = 16: int4-g128 down 1.15x,
+// q/k/v 1.04x, o 1.03x, gate/up 0.99x; nf4 1.04-1.12x; batch 16 decode +0.8% and +1.0%,
+// docs/perf/attn-cluster-2026-11-29.md). RaZeR FP4 would spill there.
+template <class F, class = void>
+struct MmaTwoChunksOpt : std::false_type {};
+template <class F>
+struct MmaTwoChunksOpt<F, std::void_t<decltype(F::kMmaTwoChunks)>> : std::bool_constant<F::kMmaTwoChunks> {};
+template <class F>
+constexpr bool mma_two_chunks() { return !F::kScaledH && !mma_x_ring<F>() && MmaTwoChunksOpt<F>::value; }
 constexpr int kXRowHalves = 80;
 constexpr int kXBufHalves = 16 * kXRowHalves;
 constexpr size_t kXRingBytes = size_t(kWarps) * 2 * kXBufHalves * sizeof(__half);
@@ -224,7 +236,8 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   // as measured best (docs/perf/tune-2026-11-23.md): one block, one chunk, 3 CTAs per SM; two
   // blocks and one token tile, two chunks, 2 CTAs; two token tiles, one chunk, 2 CTAs (at 158
   // registers, two chunks ran one CTA per SM, a quarter of the warps); four blocks and two tiles, 1.
-  constexpr int U = NT == 1 && RB == 2 ? 2 : 1;
+  // Except two blocks and two tiles where the policy sets kMmaTwoChunks (mma_two_chunks).
+  constexpr int U = NT == 1 && RB == 2 ? 2 : NT == 2 && RB == 2 && mma_two_chunks<F>() ? 2 : 1;
   // FP32-scaled policies sum a whole scale group's tiles (up to a chunk) in the mma before scaling
   // it, at one or two token tiles (one FMA per group instead of one per tile: M = 16 1.02-1.15x
   // for int4-g128, nf4 and fp4-g128, 2026-11-24).

@@ -33,6 +33,7 @@ struct Nf4 {
   // each code's bit 3), and two permutes interleave them into two fp16 pairs. 21 operations per
   // eight weights against two table loads and ~7 operations per pair.
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
+  static constexpr bool kMmaTwoChunks = true;  // gemv_mma.cuh's mma_two_chunks
   static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, int, const GemvArgs& a,
                                                   uint32_t (&A)[4]) {
     const uint32_t sel = x & 0x77777777u, x4 = x << 4;
