@@ -94,7 +94,7 @@ void attention_prefill(const uint16_t* q, int T, int slot, int pos0, const KvCac
 // type). q, the caches and workspace must be 16-byte aligned. A row whose pos[b] is outside
 // [0, max_pos_hint] (or slot[b] < 0) gets NaN outputs.
 size_t attention_decode_workspace_bytes(int B, int nh, int d, int max_ctx);
-// On sm_90, where a sequence's chunks are at most 8 and that costs no more (batch 1 and 16 at ~530
+// On sm_90, where a sequence's chunks are at most 2 and that costs no more (batch 16 and 64 at ~530
 // keys), decode attention runs each sequence's chunk CTAs of one head block as a thread-block
 // cluster that combines its partials in distributed shared memory instead of the workspace. On by
 // default; off with NIBBLE_ATTN_CLUSTER=0 or set_attention_cluster(false) (tests, comparisons).

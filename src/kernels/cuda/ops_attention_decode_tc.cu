@@ -13,11 +13,14 @@
 // distinct banks. E4M3 rows arrive as codes with their row scales; each warp converts its 16 rows
 // to FP16 (exact) into a swizzled buffer of its own, and the scales multiply the scores (K) and
 // the probabilities (V) in FP32.
-// Cluster combine (sm_90, kCluster): where a sequence's chunks are few (batch 1 and 16 at ~530 keys:
-// 5 and 2), its chunk CTAs of one head block run as one thread-block cluster; each keeps its
+// Cluster combine (sm_90, kCluster): where a sequence has at most two chunks (batch 16 at ~530 keys:
+// 2, batch 64: 1), its chunk CTAs of one head block run as one thread-block cluster; each keeps its
 // chunk's partial in its own shared memory and, after a cluster barrier, the CTAs combine them
 // through distributed shared memory (each a share of the outputs), so the partials never go
-// through the workspace and no CTA counts itself in with an atomic.
+// through the workspace and no CTA counts itself in with an atomic. Batch 16 +1.3% for int4-g128
+// and nvfp4 (8-layer Llama-3.1-8B shape, same call); clusters of 8 chunks measured level at batch 1
+// and 3.5% slower at batch 4 (docs/perf/attn-cluster-2026-11-29.md), so more chunks keep the
+// workspace.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -41,7 +44,7 @@ using tc::cp_async_wait;
 namespace {
 
 constexpr int kTcKeys = 64;  // keys per tile: 16 per warp
-constexpr int kMaxClusterChunks = 8;  // the portable cluster size
+constexpr int kMaxClusterChunks = 2;  // chunks of a combining cluster (see the top)
 // Tiles in flight per CTA: 3 against 2 (H200, Llama-3.1-8B shape, 8 layers, fp4-g128, two runs
 // each): batch 64 28082 / 28096 -> 28493 / 28590 tok/s, batches 1 and 16 level.
 constexpr int kTcStages = 3;
@@ -424,7 +427,7 @@ void launch_decode_tc(DecodeArgs a, dim3 grid, int d, bool cluster, cudaStream_t
     constexpr size_t kSmem = TcSmem<Kv, kD, kS>::bytes();
     a.prewait = int64_t(grid.x) * grid.y * grid.z <= tc_resident<Kv, kD, kS>();
     if (cluster) {
-      if (grid.x > unsigned(kMaxClusterChunks)) throw Error("attention_decode: a cluster of more than 8 chunks");
+      if (grid.x > unsigned(kMaxClusterChunks)) throw Error("attention_decode: a cluster of more chunks than it combines");
       tc_opt_in<Kv, kD, kS, true>();
       launch_pdl_cluster(grid.x, attention_decode_tc_kernel<Kv, kD, kS, true>, grid, kThreads, kSmem, stream, a);
     } else {
