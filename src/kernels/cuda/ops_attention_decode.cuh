@@ -3,7 +3,8 @@
 // (ops_attention_decode.cu) and the tensor-core one (ops_attention_decode_tc.cu). A CTA takes one
 // (sequence, KV head, chunk of keys) for a.hpc query heads of the group and writes the chunk's
 // partial (max, sum, unnormalized P.V) to the workspace; the last CTA of a (sequence, head block)
-// to finish (a counter in the workspace) combines the chunks' partials into the output.
+// to finish (a counter in the workspace) combines the chunks' partials into the output. (The
+// tensor-core kernel's cluster variant combines in distributed shared memory instead.)
 #include <cmath>
 #include <cstdint>
 
