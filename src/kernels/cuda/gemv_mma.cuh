@@ -106,11 +106,11 @@ struct OddPairsTimes<F, std::void_t<decltype(F::kOddPairsTimes)>> {
   static constexpr float value = F::kOddPairsTimes;
 };
 // An FP32-scaled policy that reads X from global memory at two token tiles may set kMmaTwoChunks:
-// two chunks per warp, block and buffer at two blocks and two tiles, so twice the bytes are in
-// flight within the same 128 registers (nf4's cluster kernel with 20 bytes of spills, faster all the
-// same) for int4-g128 and nf4 (on an H200 at M = 16: int4-g128 down 1.15x,
-// q/k/v 1.04x, o 1.03x, gate/up 0.99x; nf4 1.04-1.12x; batch 16 decode +0.8% and +1.0%,
-// docs/perf/attn-cluster-2026-11-29.md). RaZeR FP4 would spill there.
+// two chunks per warp, block and buffer at two blocks and two tiles, twice the bytes in flight
+// within the same 128 registers. Set by int4-g128 and nf4 (H200, M = 16: int4-g128 down 1.15x, q/k/v
+// 1.04x, o 1.03x, gate/up 0.99x; nf4 1.04-1.12x, its cluster kernel with 20 bytes of spills; batch
+// 16 decode +0.8% and +1.0%, docs/perf/attn-cluster-2026-11-29.md). RaZeR FP4 spilled there (16-36
+// bytes) and does not set it.
 template <class F, class = void>
 struct MmaTwoChunksOpt : std::false_type {};
 template <class F>

@@ -214,12 +214,15 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
   combine_if_last<D, HPC == 1 && D == 128 ? 8 : 16>(a, b, h0, p);  // 16 spills there
 }
 
+// Whether the environment variable `name` is set to "0" (the switches below turn a path off).
+bool env_is_zero(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::strcmp(e, "0") == 0;
+}
+
 // NIBBLE_ATTN_TC=0 keeps decode attention on the CUDA-core kernel (for comparison).
 bool tc_attention_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("NIBBLE_ATTN_TC");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = !env_is_zero("NIBBLE_ATTN_TC");
   return on;
 }
 
@@ -242,10 +245,7 @@ std::atomic<int> g_cluster{-1};  // -1: from the environment
 bool attention_cluster_enabled() {
   const int v = g_cluster.load(std::memory_order_relaxed);
   if (v >= 0) return v == 1;
-  static const bool env_on = [] {
-    const char* e = std::getenv("NIBBLE_ATTN_CLUSTER");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool env_on = !env_is_zero("NIBBLE_ATTN_CLUSTER");
   return env_on;
 }
 }  // namespace attn

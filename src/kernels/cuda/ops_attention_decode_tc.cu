@@ -412,9 +412,10 @@ TcPlan tc_plan(int64_t ctas_per_chunk, int max_pos_hint, int slots, const KvCach
     const int64_t chunks = (max_pos_hint + c) / c;
     if (chunks > slots) continue;
     const int64_t waves = (ctas_per_chunk * chunks + resident - 1) / resident;
-    if (best_cost < 0 || waves * (c + kFixedKeys) <= best_cost) best.chunk = c, best_cost = waves * (c + kFixedKeys);
-    if (cluster_ok && chunks <= kMaxClusterChunks && (best_cl_cost < 0 || waves * (c + kClusterFixedKeys) <= best_cl_cost))
-      best_cl.chunk = c, best_cl_cost = waves * (c + kClusterFixedKeys);
+    const int64_t cost = waves * (c + kFixedKeys), cl_cost = waves * (c + kClusterFixedKeys);
+    if (best_cost < 0 || cost <= best_cost) best.chunk = c, best_cost = cost;
+    if (cluster_ok && chunks <= kMaxClusterChunks && (best_cl_cost < 0 || cl_cost <= best_cl_cost))
+      best_cl.chunk = c, best_cl_cost = cl_cost;
     if (chunks == 1) break;  // longer chunks change nothing
   }
   return best_cl_cost >= 0 && best_cl_cost <= best_cost ? best_cl : best;
