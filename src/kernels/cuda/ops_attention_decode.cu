@@ -7,9 +7,10 @@
 // flight, so a CTA waits on DRAM about once instead of once per dependent load of each lane; per
 // tile it computes the scores (D/8 lanes per key), updates each head's running max and sum (online
 // softmax), rescales and accumulates P.V.
-// The grid is sized for max_pos_hint; a CTA whose chunk starts past its query's position returns
-// at once. A grid resident at once requests its first two tiles before griddepcontrol.wait (all
-// rows but the new token's, which the kernel before stores).
+// The grid is sized for max_pos_hint; each sequence spreads its keys over the grid's chunks
+// (seq_chunk), and a CTA whose chunk starts past its query's position returns at once. A grid
+// resident at once requests its first two tiles before griddepcontrol.wait (all rows but the new
+// token's, which the kernel before stores).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
   const int b = blockIdx.z, heads_blocks = a.group / HPC;
   const int g = blockIdx.y / heads_blocks, h0 = g * a.group + (blockIdx.y % heads_blocks) * HPC;
   const int p = a.pos[b], s = a.slot[b];
-  const int c0 = blockIdx.x * a.chunk;
+  const int chunk = seq_chunk(a, p, kKeys), c0 = blockIdx.x * chunk;
   if (!decode_pos_ok(a, p, s)) {  // the host could not check it: make the rows visibly wrong
     pdl_wait();
     if (blockIdx.x == 0)
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
     return;
   }
   if (c0 > p) return;
-  const int n = min(a.chunk, p + 1 - c0), tiles = (n + kKeys - 1) / kKeys;
+  const int n = min(chunk, p + 1 - c0), tiles = (n + kKeys - 1) / kKeys;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % kLpk, kr = lane / kLpk;
   const KvHead kv = kv_head<Kv>(a.cache, D, (int64_t(s) * a.nkv + g) * a.max_ctx + c0);
 
@@ -211,7 +212,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
     ws_acc(a, b, h0 + h, blockIdx.x, D)[e] = sum;
   }
 
-  combine_if_last<D, HPC == 1 && D == 128 ? 8 : 16>(a, b, h0, p);  // 16 spills there
+  combine_if_last<D, HPC == 1 && D == 128 ? 8 : 16>(a, b, h0, p, chunk);  // 16 spills there
 }
 
 // Whether the environment variable `name` is set to "0" (the switches below turn a path off).

@@ -40,6 +40,17 @@ struct DecodeArgs {
   int hpc;       // query heads per CTA (blockIdx.y: KV head * (group / hpc) + head block)
 };
 
+// Keys per chunk for a sequence at query position p. The grid's gridDim.x chunks of a.chunk keys
+// cover max_pos_hint, the largest position of the captured step's bucket; a sequence short of that
+// spreads its p + 1 keys evenly over the chunks, in whole tiles of `unit` keys, instead of filling
+// the first chunks and leaving the rest idle (at ~530 keys and a hint of 1023, batch 16's two
+// chunks of 512 took 512 and 19 keys; spread: batch 16 +2.0% int4-g128, +1.3% nvfp4, H200,
+// docs/perf/attn-balance-2026-11-29.md).
+__device__ __forceinline__ int seq_chunk(const DecodeArgs& a, int p, int unit) {
+  const int per = (p + int(gridDim.x)) / int(gridDim.x);  // ceil((p + 1) / chunks)
+  return min(a.chunk, (per + unit - 1) / unit * unit);
+}
+
 __device__ __forceinline__ float* ws_acc(const DecodeArgs& a, int b, int h, int c, int d) {
   return a.ws + b * a.ws_stride + (int64_t(h) * a.slots + c) * d;
 }
@@ -55,14 +66,14 @@ __device__ __forceinline__ bool decode_pos_ok(const DecodeArgs& a, int p, int s)
 }
 
 // After every thread of the CTA wrote its chunk's partials for heads h0 .. h0 + a.hpc - 1 of
-// sequence b (query position p): the last of the sequence's p / a.chunk + 1 chunk CTAs of this head
-// block to get here combines them into the output (threadFenceReduction's pattern: each CTA's
-// partials are visible device-wide before it counts itself). kFast: see below.
+// sequence b (query position p, `chunk` keys per chunk): the last of the sequence's p / chunk + 1
+// chunk CTAs of this head block to get here combines them into the output (threadFenceReduction's
+// pattern: each CTA's partials are visible device-wide before it counts itself). kFast: see below.
 template <int D, int kFast>
-__device__ __forceinline__ void combine_if_last(const DecodeArgs& a, int b, int h0, int p) {
+__device__ __forceinline__ void combine_if_last(const DecodeArgs& a, int b, int h0, int p, int chunk) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __shared__ bool s_last;
-  const int nc = p / a.chunk + 1;
+  const int nc = p / chunk + 1;
   unsigned* done = ws_done(a, b, D) + blockIdx.y;
   __threadfence();
   __syncthreads();

@@ -84,12 +84,12 @@ __device__ __forceinline__ uint32_t pack_h2_rest(float lo, float hi, uint32_t pa
 // chunks), in chunk order. The second barrier keeps every CTA's shared memory alive until all have
 // read it. CTAs past the sequence's last chunk only join the barriers.
 template <int D>
-__device__ __forceinline__ void cluster_combine(const DecodeArgs& a, int b, int h0, int p, float* part) {
+__device__ __forceinline__ void cluster_combine(const DecodeArgs& a, int b, int h0, int p, int chunk, float* part) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
-  const int nc = p / a.chunk + 1;
+  const int nc = p / chunk + 1;
   for (int i = blockIdx.x * kThreads + threadIdx.x; int(blockIdx.x) < nc && i < a.hpc * D; i += nc * kThreads) {
     const int h = i / D;
     float2 ml[kMaxClusterChunks];
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
   const int b = blockIdx.z, heads_blocks = a.group / a.hpc;
   const int g = blockIdx.y / heads_blocks, h0 = g * a.group + (blockIdx.y % heads_blocks) * a.hpc;
   const int p = a.pos[b], s = a.slot[b];
-  const int c0 = blockIdx.x * a.chunk;
+  const int chunk = seq_chunk(a, p, kTcKeys), c0 = blockIdx.x * chunk;
   if (!decode_pos_ok(a, p, s)) {  // the host could not check it: make the rows visibly wrong
     pdl_wait();
     if (blockIdx.x == 0)
@@ -132,10 +132,10 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
     return;
   }
   if (c0 > p) {
-    if constexpr (kCluster) cluster_combine<D>(a, b, h0, p, nullptr);  // the barriers only: no output of its own
+    if constexpr (kCluster) cluster_combine<D>(a, b, h0, p, chunk, nullptr);  // the barriers only: no output of its own
     return;
   }
-  const int n = min(a.chunk, p + 1 - c0), tiles = (n + kTcKeys - 1) / kTcKeys;
+  const int n = min(chunk, p + 1 - c0), tiles = (n + kTcKeys - 1) / kTcKeys;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, tq = lane & 3;
   const KvHead kv = kv_head<Kv>(a.cache, D, (int64_t(s) * a.nkv + g) * a.max_ctx + c0);
   auto unit_at = [](int row, int u) { return row * kCpr + (u ^ (row & 7)); };
@@ -348,8 +348,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
       if (e == 0) ws_ml(a, b, h0 + h, D)[blockIdx.x] = make_float2(mm, sum);
     }
   }
-  if constexpr (kCluster) cluster_combine<D>(a, b, h0, p, part);
-  else combine_if_last<D, 16>(a, b, h0, p);
+  if constexpr (kCluster) cluster_combine<D>(a, b, h0, p, chunk, part);
+  else combine_if_last<D, 16>(a, b, h0, p, chunk);
 }
 
 // Opts the kernel's shared memory in (once per instantiation).
