@@ -57,13 +57,13 @@ __global__ void __launch_bounds__(kThreads) attention_decode_split_kernel(const 
   const int b = blockIdx.z, heads_blocks = a.group / HPC;
   const int g = blockIdx.y / heads_blocks, h0 = g * a.group + (blockIdx.y % heads_blocks) * HPC;
   const int p = a.pos[b], s = a.slot[b];
-  const int chunk = seq_chunk(a, p, kKeys), c0 = blockIdx.x * chunk;
   if (!decode_pos_ok(a, p, s)) {  // the host could not check it: make the rows visibly wrong
     pdl_wait();
     if (blockIdx.x == 0)
       for (int i = threadIdx.x; i < HPC * D; i += kThreads) a.out[(int64_t(b) * a.nh + h0) * D + i] = 0x7E00;
     return;
   }
+  const int chunk = seq_chunk(a, p, kKeys), c0 = blockIdx.x * chunk;  // p checked: no overflow
   if (c0 > p) return;
   const int n = min(chunk, p + 1 - c0), tiles = (n + kKeys - 1) / kKeys;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % kLpk, kr = lane / kLpk;

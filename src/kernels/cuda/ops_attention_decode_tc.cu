@@ -124,13 +124,13 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
   const int b = blockIdx.z, heads_blocks = a.group / a.hpc;
   const int g = blockIdx.y / heads_blocks, h0 = g * a.group + (blockIdx.y % heads_blocks) * a.hpc;
   const int p = a.pos[b], s = a.slot[b];
-  const int chunk = seq_chunk(a, p, kTcKeys), c0 = blockIdx.x * chunk;
   if (!decode_pos_ok(a, p, s)) {  // the host could not check it: make the rows visibly wrong
     pdl_wait();
     if (blockIdx.x == 0)
       for (int i = threadIdx.x; i < a.hpc * D; i += kThreads) a.out[(int64_t(b) * a.nh + h0) * D + i] = 0x7E00;
     return;
   }
+  const int chunk = seq_chunk(a, p, kTcKeys), c0 = blockIdx.x * chunk;  // p checked: no overflow
   if (c0 > p) {
     if constexpr (kCluster) cluster_combine<D>(a, b, h0, p, chunk, nullptr);  // the barriers only: no output of its own
     return;
