@@ -52,8 +52,12 @@ class DeviceWeight {
   // tensor's largest (only when its nonzero blocks' scales span at most 2^24; otherwise it has no
   // tile layout and runs on CUDA cores at every M).
   void* qweight_mma = nullptr;
+  // The FP32-scaled formats' per-group metadata again, group-major [groups][N] for the tile
+  // kernels (repack_group_major); null for the others.
+  void* scales_mma = nullptr;
   float mma_out_factor = 1.0f;  // the tile layout's output scale over global_scale (MXFP4)
-  size_t qweight_bytes = 0, scales_bytes = 0, aux_bytes = 0, qweight_mma_bytes = 0;
+  size_t qweight_bytes = 0, scales_bytes = 0, aux_bytes = 0;
+  size_t mma_bytes = 0;  // qweight_mma and scales_mma
   // A stack (upload_stacked): rows and global scale of each part, in order; empty for one weight.
   std::vector<int64_t> part_rows;
   std::vector<float> part_scales;

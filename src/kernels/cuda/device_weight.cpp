@@ -83,7 +83,7 @@ DeviceWeight& DeviceWeight::operator=(DeviceWeight&& o) noexcept {
     global_scale = o.global_scale, sv_a = o.sv_a, sv_b = o.sv_b, mma_out_factor = o.mma_out_factor;
     qweight = std::exchange(o.qweight, nullptr), scales = std::exchange(o.scales, nullptr);
     aux = std::exchange(o.aux, nullptr), qweight_mma = std::exchange(o.qweight_mma, nullptr);
-    qweight_mma_bytes = std::exchange(o.qweight_mma_bytes, 0);
+    scales_mma = std::exchange(o.scales_mma, nullptr), mma_bytes = std::exchange(o.mma_bytes, 0);
     qweight_bytes = std::exchange(o.qweight_bytes, 0), scales_bytes = std::exchange(o.scales_bytes, 0);
     aux_bytes = std::exchange(o.aux_bytes, 0);
     part_rows = std::move(o.part_rows), part_scales = std::move(o.part_scales), silu_pairs = o.silu_pairs;
@@ -94,9 +94,9 @@ DeviceWeight& DeviceWeight::operator=(DeviceWeight&& o) noexcept {
 DeviceWeight::~DeviceWeight() { release(); }
 
 void DeviceWeight::release() noexcept {
-  for (void* p : {qweight, scales, aux, qweight_mma})
+  for (void* p : {qweight, scales, aux, qweight_mma, scales_mma})
     if (p) cudaFree(p);
-  qweight = scales = aux = qweight_mma = nullptr;
+  qweight = scales = aux = qweight_mma = scales_mma = nullptr;
 }
 
 bool has_kernel(std::string_view format) { return find_spec(format) != nullptr; }
@@ -159,8 +159,10 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name) {
     } else {
       tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols);
       if (spec->kind == WeightKind::nf4) detail::repack_nf4_pairs(*tiles);
+      const std::vector<uint8_t> meta = detail::repack_group_major(*sp, t.rows, t.cols / spec->block);
+      w.scales_mma = to_device(meta), w.mma_bytes = meta.size();
     }
-    if (tiles) w.qweight_mma = to_device(*tiles), w.qweight_mma_bytes = tiles->size();
+    if (tiles) w.qweight_mma = to_device(*tiles), w.mma_bytes += tiles->size();
   }
   w.scales = to_device(*sp), w.scales_bytes = sp->size();
   return w;

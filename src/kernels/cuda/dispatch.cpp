@@ -202,6 +202,7 @@ void run_linear(const uint16_t* x, const RmsNormInput* norm, int M, const Device
     pick_stream_launcher(w.kind)(a, stream);
   } else if (choice.engine == Engine::tensor_cores) {
     a.q = static_cast<const uint8_t*>(w.qweight_mma);
+    if (w.scales_mma) a.scales = static_cast<const uint8_t*>(w.scales_mma);
     a.out_scale *= w.mma_out_factor, a.out_scale1 *= w.mma_out_factor, a.out_scale2 *= w.mma_out_factor;
     if (w.kind == WeightKind::nf4) detail::fill_nf4_table(a);
     pick_mma_launcher(w.kind)(a, stream);

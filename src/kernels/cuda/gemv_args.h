@@ -12,7 +12,9 @@ namespace nibble::cuda::detail {
 
 struct GemvArgs {
   const uint8_t* q = nullptr;       // element codes, kernel layout, row-major [N][row bytes]
-  const uint8_t* scales = nullptr;  // per-group metadata, row-major [N][groups * width]
+  // per-group metadata, row-major [N][groups * width]; the tile kernels of the FP32-scaled
+  // formats: group-major [groups][N] (DeviceWeight::scales_mma)
+  const uint8_t* scales = nullptr;
   const uint8_t* aux = nullptr;
   const __half* x = nullptr;        // [M, K]
   __half* y = nullptr;              // [M, N]

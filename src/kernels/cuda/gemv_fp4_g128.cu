@@ -37,8 +37,7 @@ struct Fp4G128 {
   }
   static __device__ float lut_entry(const GemvArgs&, int) { return 0.0f; }
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
-  static constexpr bool kMmaXRing = !kRazer;  // gemv_mma.cuh's mma_x_ring (RaZeR measured slower with it)
-  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, int, const GemvArgs&,
+  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, const GemvArgs&,
                                                   uint32_t (&A)[4]) {
     const NibbleFlags fl = neg0_flags(x, kRazer);
 #pragma unroll

@@ -33,7 +33,7 @@ struct Int4G128 {
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
   static constexpr bool kMmaTwoChunks = true;  // gemv_mma.cuh's mma_two_chunks
   static constexpr float kOddPairsTimes = 16.0f;  // rows g + 8 decode as 16 (q - z): no shift (decode.cuh)
-  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, int, const GemvArgs&,
+  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta& m0, const Meta& m1, const GemvArgs&,
                                                   uint32_t (&A)[4]) {
     const __half2 z0 = __half2half2(__ushort_as_half(uint16_t(m0.sz >> 16)));
     const __half2 z1 = __half2half2(__ushort_as_half(uint16_t(m1.sz >> 16)));

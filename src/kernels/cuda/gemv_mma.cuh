@@ -7,10 +7,13 @@
 //
 // Kernel layout ("mma layout", repack_mma_tiles): per 16-row block and 64-element chunk of K,
 // 512 bytes, 16 per lane. Lane (g = lane / 4, t = lane % 4) holds, for tile j = 0..3, one 32-bit
-// word: rows g and g + 8 at k = 64c + 16j + 4t + {0..3}. Nibble p of that word: row g + 8 (p & 1),
-// k offset 2 (p >> 1 & 1) + (p >> 2); so decode pair p (nibbles p, p + 4) is A register a_p.
-// The mma's k slots {2t, 2t+1, 2t+8, 2t+9} stand for k = 16j + 4t + {0, 1, 2, 3}, so each lane's
-// B fragment is one 8-byte load of X. Each tile lies inside one scale group (groups >= 16).
+// word: rows g and g + 8 at k = 64c + mma_tile_k(j, t) + {0..3} (repack.h: 32 (j / 2) + 8t +
+// 4 (j % 2)). Nibble p of that word: row g + 8 (p & 1), k offset 2 (p >> 1 & 1) + (p >> 2); so
+// decode pair p (nibbles p, p + 4) is A register a_p. The mma's k slots {2t, 2t+1, 2t+8, 2t+9}
+// stand for those four k, so a lane's B fragments of tiles 2h and 2h + 1 are one 16-byte load of
+// X: at 16 tokens the L1 wavefronts of X (one per token row a load touches) were the kernel's
+// limit under ncu with one 8-byte load per tile. The FP32-scaled policies' groups (64, 128) hold
+// whole chunks; an NVFP4 lane's tiles 2h, 2h + 1 lie in block 2h + t / 2 of the chunk (tile_meta).
 // The policies that scale in fp16 (kScaledH) follow each chunk's 512 bytes with its rows' scales
 // (kMmaChunkBytes): NVFP4 formats their 4 scale bytes per row, MXFP4 2 bytes per row (its blocks'
 // scales as fp16 exponents relative to the tensor's largest, gemv_mxfp4.cu).
@@ -25,8 +28,7 @@
 // interleaving chunks as one group, and the CTAs add their sums through distributed shared memory:
 // shapes with few row blocks (the down and o projections: N / 32 = 128 CTAs for 132 SMs at 16
 // tokens) otherwise leave SMs idle and give each warp a long chain of dependent steps.
-// At one row X is first copied into shared memory (kSmemX, gemv.cuh's kSmemXMaxBytes); at two token
-// tiles each warp copies the X of its next chunk into a ring of its own (kXRowHalves).
+// At one row X is first copied into shared memory (kSmemX, gemv.cuh's kSmemXMaxBytes).
 //
 // Scales: a policy with kScaledH multiplies its decoded fp16 pairs by the group scale in fp16
 // inside decode_h, exactly (docs/kernels.md: the products fit fp16's grid), so the mma
@@ -36,7 +38,6 @@
 #include <cuda_fp16.h>
 
 #include "decode.cuh"
-#include "gemm_core.cuh"
 #include "gemv.cuh"
 #include "gemv_args.h"
 #include "mma.cuh"
@@ -63,12 +64,18 @@ __device__ __forceinline__ uint32_t tile_scale_word(const uint8_t* scales, int r
 }
 
 // One row pair's metadata of a chunk from the tile layout's scale words (tile_scale_word of rows g
-// and g + 8): meta[row g / g + 8][first / second half of the chunk].
+// and g + 8): meta[row g / g + 8][first / second half of the chunk]. NVFP4 (4 blocks of 16 a chunk):
+// each half's two bytes both hold the block of lane t's tiles, block t / 2 of the half; MXFP4 (a
+// block of 32 a half): its byte.
 template <class F>
-__device__ __forceinline__ void tile_meta(uint32_t s0, uint32_t s1, typename F::Meta (&meta)[2][2]) {
-  constexpr int kHalfBits = 4 * F::kTileScaleBytes;
-  constexpr uint32_t kMask = (1u << kHalfBits) - 1u;
-  meta[0][0].s = s0 & kMask, meta[0][1].s = s0 >> kHalfBits, meta[1][0].s = s1 & kMask, meta[1][1].s = s1 >> kHalfBits;
+__device__ __forceinline__ void tile_meta(uint32_t s0, uint32_t s1, int t, typename F::Meta (&meta)[2][2]) {
+  if constexpr (F::kTileScaleBytes == 4) {
+    const uint32_t b = uint32_t(t >> 1) * 0x11u, lo = 0x4400u | b, hi = 0x4422u | b;
+    meta[0][0].s = __byte_perm(s0, 0, lo), meta[0][1].s = __byte_perm(s0, 0, hi);
+    meta[1][0].s = __byte_perm(s1, 0, lo), meta[1][1].s = __byte_perm(s1, 0, hi);
+  } else {
+    meta[0][0].s = s0 & 0xFFu, meta[0][1].s = s0 >> 8, meta[1][0].s = s1 & 0xFFu, meta[1][1].s = s1 >> 8;
+  }
 }
 
 // Shared memory of one CTA for the final reduction.
@@ -78,22 +85,11 @@ constexpr size_t mma_red_bytes(int row_blocks, int nt) { return size_t(kWarps) *
 // - kXAhead (the fp16-scaled policies, nvfp4 and mxfp4): loaded with the weights one step ahead,
 //   into the registers acc2 leaves free. ncu on gate_up at M = 16 had found the warps stalled on
 //   loads right before their mma (L1 hit rate 45%, one issue every 6.9 cycles).
-// - kXRing (an FP32-scaled policy that sets kMmaXRing: fp4-g128): each warp copies the X of its
-//   next chunk (16 tokens x 64 k) into its own two-buffer ring in shared memory with cp.async, and
-//   reads the fragments from there. A token's row is padded to 80 halves (160 bytes) so that the
-//   8-byte reads of a half-warp (tokens g, 4 t) hit 32 different banks. Against fragments read
-//   from global memory before their mma (H100, M = 16, 2026-11-28): fp4-g128 the four
-//   Llama-3.1-8B shapes 3-11% faster, batch 16 decode +3.6%; nf4 +1% summed but batch 16 -1.0%,
-//   int4-g128 level, razer-fp4-g128 6% slower (so these three leave it off); and against kXAhead
-//   nvfp4 and mxfp4 1-4% slower. (kXAhead for the FP32-scaled policies spilled and measured 0-6%
-//   slower.) On an H200: fp4-g128 gate_up 1.05x, down 1.10x, batch 16 decode +5.2 to +5.9%.
-// - else right before their mma, from global memory.
-template <class F, class = void>
-struct MmaXRingOpt : std::false_type {};
-template <class F>
-struct MmaXRingOpt<F, std::void_t<decltype(F::kMmaXRing)>> : std::bool_constant<F::kMmaXRing> {};
-template <class F>
-constexpr bool mma_x_ring() { return !F::kScaledH && MmaXRingOpt<F>::value; }
+// - else right before their mma, from global memory (kXAhead there spilled and measured 0-6%
+//   slower). fp4-g128 copied X into a per-warp cp.async ring in shared memory from 2026-11-28; once
+//   X came in 16-byte fragments these loads were 1.01-1.14x faster than the ring at 16 tokens
+//   (docs/perf/xfrag16-2026-11-30.md).
+
 // A policy scaled in FP32 may decode its odd pairs (the rows g + 8 of its A fragments) times a power
 // of two, kOddPairsTimes, where that saves instructions (INT4: 16 (q - z) without a shift); those
 // rows' group sums are then scaled by its inverse, exactly.
@@ -116,17 +112,7 @@ struct MmaTwoChunksOpt : std::false_type {};
 template <class F>
 struct MmaTwoChunksOpt<F, std::void_t<decltype(F::kMmaTwoChunks)>> : std::bool_constant<F::kMmaTwoChunks> {};
 template <class F>
-constexpr bool mma_two_chunks() { return !F::kScaledH && !mma_x_ring<F>() && MmaTwoChunksOpt<F>::value; }
-constexpr int kXRowHalves = 80;
-constexpr int kXBufHalves = 16 * kXRowHalves;
-constexpr size_t kXRingBytes = size_t(kWarps) * 2 * kXBufHalves * sizeof(__half);
-// The kernel's dynamic shared memory: the reduction, or the X rings where they are larger (the
-// reduction reuses them after the loop), then X [M, K] where it is staged (one row).
-template <class F>
-constexpr size_t mma_smem_bytes(int row_blocks, int nt) {
-  const size_t red = mma_red_bytes(row_blocks, nt);
-  return nt == 2 && mma_x_ring<F>() && kXRingBytes > red ? kXRingBytes : red;
-}
+constexpr bool mma_two_chunks() { return !F::kScaledH && MmaTwoChunksOpt<F>::value; }
 
 // Stores the outputs of the CTA's row blocks blk0 ...: value v (block, token tile, register) of
 // each lane is sum(v), for v = v0, v0 + vstep, ... (one warp per value: a silu pair's rows meet
@@ -166,10 +152,10 @@ __device__ __forceinline__ void mma_store_sums(const GemvArgs& a, const float* r
 }
 
 // One 64-element chunk of each of the RB row blocks: every 16-wide tile decoded into A fragments
-// and multiplied with X's B fragments (xfrag(n, j): token tile n, tile j). wq[b]: this lane's 16
-// bytes of block b; meta[b][row g / g + 8][first / second half of the chunk]. kTilesPerGroup: tiles
-// of one scale group (unscaled policies sum a group in d, then scale it into acc).
-template <class F, int NT, int RB, int kTilesPerGroup, class XFrag>
+// and multiplied with X's B fragments (xfrag(n, h): token tile n, tiles 2h and 2h + 1 as one uint4).
+// wq[b]: this lane's 16 bytes of block b; meta[b][row g / g + 8][first / second half of the chunk].
+// Unscaled policies sum the chunk (inside one scale group) in d, then scale it into acc.
+template <class F, int NT, int RB, class XFrag>
 __device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[RB],
                                           const typename F::Meta (&meta)[RB][2][2], XFrag xfrag,
                                           float (&acc)[RB][NT][4], float (&acc2)[RB][NT][4]) {
@@ -180,38 +166,40 @@ __device__ __forceinline__ void mma_chunk(const GemvArgs& a, const uint4 (&wq)[R
 #pragma unroll
       for (int r = 0; r < 2; ++r) F::chunk_scales_h(meta[b][r][0], meta[b][r][1], S[b][r]);
   float d[RB][NT][4];
+  if constexpr (!F::kScaledH)
+#pragma unroll
+    for (int b = 0; b < RB; ++b)
+#pragma unroll
+      for (int n = 0; n < NT; ++n) d[b][n][0] = d[b][n][1] = d[b][n][2] = d[b][n][3] = 0.0f;
+  uint4 xh[NT];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int hh = j >> 1, grp = F::kGroupK == 16 ? (j & 1) : 0;
-    if constexpr (!F::kScaledH) {
-      if (j % kTilesPerGroup == 0)
+    const int hh = j >> 1;
+    if (j % 2 == 0)
 #pragma unroll
-        for (int b = 0; b < RB; ++b)
-#pragma unroll
-          for (int n = 0; n < NT; ++n) d[b][n][0] = d[b][n][1] = d[b][n][2] = d[b][n][3] = 0.0f;
-    }
+      for (int n = 0; n < NT; ++n) xh[n] = xfrag(n, hh);
     uint2 xb[NT];
 #pragma unroll
-    for (int n = 0; n < NT; ++n) xb[n] = xfrag(n, j);
+    for (int n = 0; n < NT; ++n) xb[n] = j % 2 ? make_uint2(xh[n].z, xh[n].w) : make_uint2(xh[n].x, xh[n].y);
 #pragma unroll
     for (int b = 0; b < RB; ++b) {
       const uint4& q = wq[b];
       const uint32_t w = j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w;
       uint32_t A[4];
       if constexpr (F::kScaledH)
-        F::decode_h(w, meta[b][0][hh], meta[b][1][hh], grp, S[b][0][j], S[b][1][j], a, A);
+        F::decode_h(w, meta[b][0][hh], meta[b][1][hh], S[b][0][j], S[b][1][j], a, A);
       else
-        F::decode_h(w, meta[b][0][hh], meta[b][1][hh], grp, a, A);
+        F::decode_h(w, meta[b][0][0], meta[b][1][0], a, A);
 #pragma unroll
       for (int n = 0; n < NT; ++n)
         mma_16816(!F::kScaledH ? d[b][n] : (j & 1) && NT == 1 ? acc2[b][n] : acc[b][n], A, xb[n].x, xb[n].y);
     }
     if constexpr (!F::kScaledH) {
-      if (j % kTilesPerGroup == kTilesPerGroup - 1) {  // the group's FP32 sum times its scale
+      if (j == 3) {  // the chunk's FP32 sum times its group's scale
 #pragma unroll
         for (int b = 0; b < RB; ++b) {
-          const float s0 = F::scale(meta[b][0][hh], grp, a);
-          const float s1 = F::scale(meta[b][1][hh], grp, a) * (1.0f / OddPairsTimes<F>::value);
+          const float s0 = F::scale(meta[b][0][0], 0, a);
+          const float s1 = F::scale(meta[b][1][0], 0, a) * (1.0f / OddPairsTimes<F>::value);
 #pragma unroll
           for (int n = 0; n < NT; ++n) {
             acc[b][n][0] = fmaf(d[b][n][0], s0, acc[b][n][0]);
@@ -238,12 +226,14 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   // registers, two chunks ran one CTA per SM, a quarter of the warps); four blocks and two tiles, 1.
   // Except two blocks and two tiles where the policy sets kMmaTwoChunks (mma_two_chunks).
   constexpr int U = NT == 1 && RB == 2 ? 2 : NT == 2 && RB == 2 && mma_two_chunks<F>() ? 2 : 1;
-  // FP32-scaled policies sum a whole scale group's tiles (up to a chunk) in the mma before scaling
-  // it, at one or two token tiles (one FMA per group instead of one per tile: M = 16 1.02-1.15x
-  // for int4-g128, nf4 and fp4-g128, 2026-11-24).
-  constexpr int kTilesPerGroup = F::kScaledH ? 1 : F::kGroupK >= 64 ? 4 : F::kGroupK / 16;
+  // FP32-scaled policies sum a chunk's tiles in the mma before scaling it, at one or two token tiles
+  // (one FMA per chunk instead of one per tile: M = 16 1.02-1.15x for int4-g128, nf4 and fp4-g128,
+  // 2026-11-24); their metadata is group-major (GemvArgs::scales), one element of meta_bytes per
+  // row and group.
+  static_assert(F::kScaledH || F::kGroupK % 64 == 0, "an FP32 scale group holds whole chunks");
+  const size_t meta_bytes = F::kScaledH ? 0 : F::s_row_bytes(F::kGroupK);
   extern __shared__ float red[];  // [kWarps][RB * NT * 4][32] (after the loop), then (kSmemX) X [M, K]
-  uint4* xs = reinterpret_cast<uint4*>(red + mma_smem_bytes<F>(RB, NT) / sizeof(float));
+  uint4* xs = reinterpret_cast<uint4*>(red + mma_red_bytes(RB, NT) / sizeof(float));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int nchunks = a.K / 64, nblocks = (a.N + 15) / 16;
@@ -253,24 +243,26 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   const int blk0 = blockIdx.x / parts * RB;
   const int group_warps = kWarps * parts;
   const uint8_t* qblk[RB];
-  const uint8_t* srow0[RB];
+  const uint8_t* srow0[RB];  // FP32-scaled: the metadata of rows g and g + 8 in group 0
   const uint8_t* srow1[RB];
 #pragma unroll
   for (int b = 0; b < RB; ++b) {  // blocks past the last read the last one and store nothing
     qblk[b] = a.q + size_t(min(blk0 + b, nblocks - 1)) * nchunks * kMmaChunkBytes<F> + lane * 16;
     const int r0 = (blk0 + b) * 16 + g;
-    srow0[b] = a.scales + size_t(min(r0, a.N - 1)) * F::s_row_bytes(a.K);
-    srow1[b] = a.scales + size_t(min(r0 + 8, a.N - 1)) * F::s_row_bytes(a.K);
+    srow0[b] = a.scales + size_t(min(r0, a.N - 1)) * meta_bytes;
+    srow1[b] = a.scales + size_t(min(r0 + 8, a.N - 1)) * meta_bytes;
   }
+  const size_t meta_group_bytes = size_t(a.N) * meta_bytes;
 
-  // This lane's B fragments: 4 halves of token n * 8 + g at k = 64c + 16j + 4t. Tokens past M read
-  // the last row: a token's column of the mma is its own, and those columns are never stored.
-  const uint2* xrow[NT];
+  // This lane's B fragments: tiles 2h and 2h + 1 of token n * 8 + g are the 8 halves at k =
+  // 64c + 32h + 8t (xrow[n][8c + 4h]). Tokens past M read the last row: a token's column of the
+  // mma is its own, and those columns are never stored.
+  const uint4* xrow[NT];
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
     const int token = n * 8 + g;
     const __half* x = kSmemX ? reinterpret_cast<const __half*>(xs) : a.x;
-    xrow[n] = reinterpret_cast<const uint2*>(x + size_t(min(token, a.M - 1)) * a.K + 4 * t);
+    xrow[n] = reinterpret_cast<const uint4*>(x + size_t(min(token, a.M - 1)) * a.K + 8 * t);
   }
   // Scaled policies accumulate every tile in the mma accumulators: with one token tile even and odd
   // tiles in two sets, two dependency chains instead of one, added at the end (two token tiles are
@@ -283,18 +275,14 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[b][n][i] = acc2[b][n][i] = 0.0f;
 
-  // X's B fragments at two token tiles (mma_x_ring above). The ring's buffer i holds the X of the
-  // chunks that stage s_i's weights belong to.
+  // X's B fragments at two token tiles (kXAhead above).
   constexpr bool kXAhead = F::kScaledH && NT == 2 && !kSmemX;
-  constexpr bool kXRing = mma_x_ring<F>() && NT == 2 && !kSmemX;
-  static_assert(!kXRing || U == 1, "the ring holds one chunk per warp and step");
-  __half* xring = reinterpret_cast<__half*>(red) + warp * 2 * kXBufHalves;
   constexpr int kUS = F::kScaledH ? U : 1, kUM = F::kScaledH ? 1 : U;
   struct Stage {
     uint4 wq[U][RB];
     uint32_t sw[kUS][RB][2];               // scaled policies: the scale words of rows g, g + 8
-    typename F::Meta meta[kUM][RB][2][2];  // others: [u][block][row g / g + 8][first / second half]
-    uint2 xb[kXAhead ? U : 1][4][NT];      // kXAhead: [u][tile j][token tile n]
+    typename F::Meta meta[kUM][RB][2][2];  // others: [u][block][row g / g + 8][0] (one group a chunk)
+    uint4 xb[kXAhead ? U : 1][2][NT];      // kXAhead: [u][half h][token tile n]
   };
   auto load = [&](Stage& st, int c0) {
 #pragma unroll
@@ -306,53 +294,29 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
         if constexpr (F::kScaledH) {  // split into Meta only where decoded (no split copy per step)
           const uint8_t* sc = qblk[b] - lane * 16 + size_t(c) * kMmaChunkBytes<F> + 512;
           st.sw[u][b][0] = tile_scale_word<F>(sc, g), st.sw[u][b][1] = tile_scale_word<F>(sc, g + 8);
-        } else {
-          st.meta[u][b][0][0] = F::load_meta(srow0[b], a, 2 * c);
-          st.meta[u][b][1][0] = F::load_meta(srow1[b], a, 2 * c);
-          if constexpr (F::kGroupK >= 64) {  // the chunk's halves share one group
-            st.meta[u][b][0][1] = st.meta[u][b][0][0], st.meta[u][b][1][1] = st.meta[u][b][1][0];
-          } else {
-            st.meta[u][b][0][1] = F::load_meta(srow0[b], a, 2 * c + 1);
-            st.meta[u][b][1][1] = F::load_meta(srow1[b], a, 2 * c + 1);
-          }
+        } else {  // 8 rows' elements of one group in one sector
+          const size_t grp = size_t(c) / (F::kGroupK / 64) * meta_group_bytes;
+          st.meta[u][b][0][0] = F::load_meta(srow0[b] + grp, a, 0);
+          st.meta[u][b][1][0] = F::load_meta(srow1[b] + grp, a, 0);
         }
       }
     }
   };
-  // X is the previous kernel's output: only after pdl_wait. kXAhead: into the stage's registers;
-  // kXRing: chunk c0's 16 x 64 halves into buffer buf, 128 copies of 16 bytes, four per lane, eight
-  // lanes per token row (coalesced).
-  auto load_x = [&](Stage& st, int c0, int buf) {
+  // X is the previous kernel's output: only after pdl_wait. kXAhead: into the stage's registers.
+  auto load_x = [&](Stage& st, int c0) {
     if constexpr (kXAhead) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = min(c0 + group_warps * u, nchunks - 1);
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int n = 0; n < NT; ++n) st.xb[u][j][n] = __ldg(xrow[n] + 16 * c + 4 * j);
+          for (int n = 0; n < NT; ++n) st.xb[u][h][n] = __ldg(xrow[n] + 8 * c + 4 * h);
       }
-    } else if constexpr (kXRing) {
-      __syncwarp();  // every lane has read the buffer's previous chunk
-      __half* dst = xring + buf * kXBufHalves;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int i = lane + 32 * q, token = i / 8, piece = i % 8;
-        tc::cp_async16(dst + token * kXRowHalves + 8 * piece,
-                       a.x + size_t(min(token, a.M - 1)) * a.K + 64 * c0 + 8 * piece, true);
-      }
-      tc::cp_async_commit();
     }
   };
   const int step = group_warps * U;
-  // buf: the ring buffer of this step's X (kXRing); the next step's copies may be in flight.
-  auto compute = [&](const Stage& st, int c0, int buf) {
-    if constexpr (kXRing) {
-      if (c0 + step < nchunks) tc::cp_async_wait<1>();
-      else tc::cp_async_wait<0>();
-      __syncwarp();  // every lane's copies visible to the warp
-    }
-    const uint2* xr = reinterpret_cast<const uint2*>(xring + buf * kXBufHalves + g * kXRowHalves + 4 * t);
+  auto compute = [&](const Stage& st, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + group_warps * u;
@@ -361,22 +325,17 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
       const auto& meta = [&]() -> const typename F::Meta(&)[RB][2][2] {
         if constexpr (F::kScaledH) {
 #pragma unroll
-          for (int b = 0; b < RB; ++b) tile_meta<F>(st.sw[u][b][0], st.sw[u][b][1], ms[b]);
+          for (int b = 0; b < RB; ++b) tile_meta<F>(st.sw[u][b][0], st.sw[u][b][1], t, ms[b]);
           return ms;
         } else {
           return st.meta[u];
         }
       }();
-      mma_chunk<F, NT, RB, kTilesPerGroup>(
+      mma_chunk<F, NT, RB>(
           a, st.wq[u], meta,
-          [&](int n, int j) -> uint2 {
-            if constexpr (kXAhead) {
-              return st.xb[u][j][n];
-            } else if constexpr (kXRing) {
-              return xr[n * 8 * kXRowHalves / 4 + 4 * j];
-            } else {
-              return kSmemX ? xrow[n][16 * c + 4 * j] : __ldg(xrow[n] + 16 * c + 4 * j);
-            }
+          [&](int n, int h) -> uint4 {
+            if constexpr (kXAhead) return st.xb[u][h][n];
+            else return kSmemX ? xrow[n][8 * c + 4 * h] : __ldg(xrow[n] + 8 * c + 4 * h);
           },
           acc, acc2);
     }
@@ -387,26 +346,25 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   pdl_wait();  // the weights are constant: their first chunks load while the previous kernel ends
   pdl_trigger();
   if constexpr (kSmemX) stage_x(a, xs);
-  if (c0 < nchunks) load_x(s0, c0, 0);
+  if (c0 < nchunks) load_x(s0, c0);
   // The next step's chunks are in flight while this one is decoded. Scaled policies: the two stages
   // take turns (the loop unrolled by two), so no stage is copied from one step to the next (NVFP4
   // M = 16: 11% fewer instructions); the others copy (their unrolled loops measured up to 8% slower).
   if constexpr (F::kScaledH) {
     for (; c0 < nchunks; c0 += 2 * step) {
-      if (c0 + step < nchunks) load(s1, c0 + step), load_x(s1, c0 + step, 1);
-      compute(s0, c0, 0);
+      if (c0 + step < nchunks) load(s1, c0 + step), load_x(s1, c0 + step);
+      compute(s0, c0);
       if (c0 + step >= nchunks) break;
-      if (c0 + 2 * step < nchunks) load(s0, c0 + 2 * step), load_x(s0, c0 + 2 * step, 0);
-      compute(s1, c0 + step, 1);
+      if (c0 + 2 * step < nchunks) load(s0, c0 + 2 * step), load_x(s0, c0 + 2 * step);
+      compute(s1, c0 + step);
     }
   } else {
-    for (int buf = 0; c0 < nchunks; c0 += step, buf ^= 1) {
-      if (c0 + step < nchunks) load(s1, c0 + step), load_x(s1, c0 + step, buf ^ 1);
-      compute(s0, c0, buf);
+    for (; c0 < nchunks; c0 += step) {
+      if (c0 + step < nchunks) load(s1, c0 + step);
+      compute(s0, c0);
       s0 = s1;
     }
   }
-  if constexpr (kXRing) __syncthreads();  // the reduction below overwrites other warps' rings
 
   constexpr int kVals = RB * NT * 4;
 #pragma unroll
@@ -447,9 +405,9 @@ void launch_mma_cluster(const GemvArgs& a, cudaStream_t s) {
   if constexpr (NT == 1) {
     if (smem_x_fits(a.M, a.K))
       return launch_pdl_cluster(parts, gemv_mma_kernel<F, 1, RB, true, kCluster>, grid, kThreads,
-                                mma_smem_bytes<F>(RB, 1) + size_t(a.K) * 2, s, a);
+                                mma_red_bytes(RB, 1) + size_t(a.K) * 2, s, a);
   }
-  launch_pdl_cluster(parts, gemv_mma_kernel<F, NT, RB, false, kCluster>, grid, kThreads, mma_smem_bytes<F>(RB, NT), s, a);
+  launch_pdl_cluster(parts, gemv_mma_kernel<F, NT, RB, false, kCluster>, grid, kThreads, mma_red_bytes(RB, NT), s, a);
 }
 
 template <class F, int NT, int RB>

@@ -44,7 +44,7 @@ struct Mxfp4Tiles {
     S[0] = S[1] = lo.s * 0x04000400u;
     S[2] = S[3] = hi.s * 0x04000400u;
   }
-  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, int, uint32_t s0, uint32_t s1,
+  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, uint32_t s0, uint32_t s1,
                                                   const GemvArgs&, uint32_t (&A)[4]) {
 #pragma unroll
     for (int p = 0; p < 4; ++p) A[p] = hmul2_bits(fp4x2_bits_h(x, p), (p & 1) ? s1 : s0);

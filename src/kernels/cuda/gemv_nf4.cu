@@ -34,7 +34,7 @@ struct Nf4 {
   // eight weights against two table loads and ~7 operations per pair.
   static constexpr bool kScaledH = false;  // scaled in FP32 once per group
   static constexpr bool kMmaTwoChunks = true;  // gemv_mma.cuh's mma_two_chunks
-  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, int, const GemvArgs& a,
+  static __device__ __forceinline__ void decode_h(uint32_t x, const Meta&, const Meta&, const GemvArgs& a,
                                                   uint32_t (&A)[4]) {
     const uint32_t sel = x & 0x77777777u, x4 = x << 4;
 #pragma unroll

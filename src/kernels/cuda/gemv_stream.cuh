@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kStreamThreads) gemv_stream_kernel(const GemvA
   }
   const int g = lane >> 2, t = lane & 3;
   const bool xon = g < a.M;
-  const uint2* xrow = reinterpret_cast<const uint2*>(xs + size_t(min(g, a.M - 1)) * a.K + 4 * t);
+  const uint4* xrow = reinterpret_cast<const uint4*>(xs + size_t(min(g, a.M - 1)) * a.K + 8 * t);
   float acc[RB][1][4], acc2[RB][1][4];
 #pragma unroll
   for (int b = 0; b < RB; ++b)
@@ -108,10 +108,10 @@ __global__ void __launch_bounds__(kStreamThreads) gemv_stream_kernel(const GemvA
         const uint8_t* ch = smem + slot * C::kStageBytes + (b * C::kChunks + i) * kStreamChunkBytes;
         wq[b] = *reinterpret_cast<const uint4*>(ch + lane * 16);
         const uint32_t* sc = reinterpret_cast<const uint32_t*>(ch + 512);
-        tile_meta<F>(sc[g], sc[g + 8], meta[b]);
+        tile_meta<F>(sc[g], sc[g + 8], t, meta[b]);
       }
-      mma_chunk<F, 1, RB, 1>(
-          a, wq, meta, [&](int, int j) { return xon ? xrow[16 * c + 4 * j] : make_uint2(0u, 0u); }, acc, acc2);
+      mma_chunk<F, 1, RB>(
+          a, wq, meta, [&](int, int h) { return xon ? xrow[8 * c + 4 * h] : make_uint4(0u, 0u, 0u, 0u); }, acc, acc2);
     }
     __syncwarp();
     if (lane == 0) tc::mbar_arrive(empty + slot);

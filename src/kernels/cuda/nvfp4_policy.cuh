@@ -60,18 +60,19 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
   // and at most 9.5 * 448 * 2^-14 < 1).
   static constexpr int kTileScaleBytes = 4;
   static constexpr bool kScaledH = true;
-  // One row's four block scales of a 64-element chunk (metadata of its two halves), S[j] for tile j.
+  // One row's block scales of a 64-element chunk for this lane (tile_meta's metadata of its two
+  // halves, each with the lane's block in both bytes): S[j] for tile j.
   static __device__ __forceinline__ void chunk_scales_h(const typename B::Meta& lo, const typename B::Meta& hi,
                                                         uint32_t (&S)[4]) {
     const uint32_t bytes = lo.s | hi.s << 16;
     if (kRazer) minifloat4_dup_h2<6, 12>(bytes, S);
     else minifloat4_dup_h2<7, 8>(bytes, S);
   }
-  // s0, s1: the tile's scales of rows g and g + 8 (chunk_scales_h).
+  // s0, s1: the tile's scales of rows g and g + 8 (chunk_scales_h); m0, m1: their metadata of the
+  // tile's half chunk (the lane's block in byte 0).
   static __device__ __forceinline__ void decode_h(uint32_t x, const typename B::Meta& m0, const typename B::Meta& m1,
-                                                  int grp, uint32_t s0, uint32_t s1, const GemvArgs& a,
-                                                  uint32_t (&A)[4]) {
-    const uint32_t sv0 = kRazer ? B::block_sv_h2(m0, grp, a) : 0u, sv1 = kRazer ? B::block_sv_h2(m1, grp, a) : 0u;
+                                                  uint32_t s0, uint32_t s1, const GemvArgs& a, uint32_t (&A)[4]) {
+    const uint32_t sv0 = kRazer ? B::block_sv_h2(m0, 0, a) : 0u, sv1 = kRazer ? B::block_sv_h2(m1, 0, a) : 0u;
     const NibbleFlags fl = neg0_flags(x, kRazer);
 #pragma unroll
     for (int p = 0; p < 4; ++p) A[p] = hmul2_bits(fp4x2_special_h(x, p, fl, (p & 1) ? sv1 : sv0, kRazer), (p & 1) ? s1 : s0);

@@ -52,7 +52,7 @@ std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, 
           uint32_t word = 0;
           for (int p = 0; p < 8; ++p) {
             const int64_t row = b * 16 + g + 8 * (p & 1);
-            const int64_t k = c * 64 + 16 * j + 4 * t + 2 * ((p >> 1) & 1) + (p >> 2);
+            const int64_t k = c * 64 + mma_tile_k(j, t) + 2 * ((p >> 1) & 1) + (p >> 2);
             word |= code(row, k) << (4 * p);
           }
           std::memcpy(out.data() + size_t((b * chunks + c) * chunk_bytes + lane * 16 + 4 * j), &word, 4);
@@ -65,6 +65,15 @@ std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, 
           std::memcpy(out.data() + size_t((b * chunks + c) * chunk_bytes + 512 + scale_bytes * r),
                       chunk_scales->data() + size_t((b * 16 + r) * chunks * scale_bytes + scale_bytes * c),
                       size_t(scale_bytes));
+  return out;
+}
+
+std::vector<uint8_t> repack_group_major(const std::vector<uint8_t>& meta, int64_t N, int64_t groups) {
+  const size_t elem = meta.size() / size_t(N * groups);
+  std::vector<uint8_t> out(meta.size());
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t gi = 0; gi < groups; ++gi)
+      std::memcpy(out.data() + size_t(gi * N + r) * elem, meta.data() + size_t(r * groups + gi) * elem, elem);
   return out;
 }
 

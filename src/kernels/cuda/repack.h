@@ -16,6 +16,11 @@ std::vector<uint8_t> repack_fp3_planes(const std::vector<uint8_t>& q);
 // Bit of element e (0..31) inside a kernel-layout plane word.
 int fp3_plane_bit(int e);
 
+// The first k offset (of four consecutive) that tile j of lane t holds in its chunk of the tile
+// layout: 32 (j / 2) + 8 t + 4 (j % 2), so a lane's B fragments of tiles 2h and 2h + 1 are one
+// 16-byte load of X and a warp's load covers 64 contiguous bytes of each of its 8 token rows.
+constexpr int mma_tile_k(int j, int t) { return 32 * (j >> 1) + 8 * t + 4 * (j & 1); }
+
 // Row-major 4-bit codes [N][K/2 bytes] -> the tensor-core tile layout of gemv_mma.cuh:
 // [ceil(N/16)][K/64][32 lanes][4 words]; rows past N are zero codes. K must be a multiple of 64.
 // chunk_scales (the policies that scale in fp16, kScaledH): row-major [N][K/64 * scale_bytes], each
@@ -26,6 +31,11 @@ constexpr int64_t mma_chunk_bytes(int scale_bytes) { return 512 + 16 * int64_t(s
 constexpr int64_t kMmaScaledChunkBytes = mma_chunk_bytes(4);  // NVFP4 formats
 std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, int64_t K,
                                       const std::vector<uint8_t>* chunk_scales = nullptr, int scale_bytes = 0);
+
+// Row-major per-group metadata [N][groups] (elements of meta.size() / (N * groups) bytes) ->
+// group-major [groups][N]: the tile kernels of the FP32-scaled formats read the words of 8
+// consecutive rows of one group, one sector instead of 8.
+std::vector<uint8_t> repack_group_major(const std::vector<uint8_t>& meta, int64_t N, int64_t groups);
 
 // NF4's tile layout (gemv_nf4.cu): in every 32-bit code word of repack_mma_tiles' output, the
 // codes of decode pair p (nibbles p and p + 4) move to nibbles 2p and 2p + 1. In place.

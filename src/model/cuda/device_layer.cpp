@@ -121,7 +121,7 @@ size_t DeviceLayer::device_bytes() const {
   size_t b = attn_norm.bytes() + ffn_norm.bytes() + q_norm.bytes() + k_norm.bytes();
   for (const DeviceLinear* l : {&q, &k, &v, &o, &gate, &up, &down}) b += l->device_bytes();
   for (const auto* s : {&qkv_stack, &gate_up_pair})
-    if (*s) b += (*s)->bytes() + (*s)->qweight_mma_bytes;
+    if (*s) b += (*s)->bytes() + (*s)->mma_bytes;
   return b;
 }
 

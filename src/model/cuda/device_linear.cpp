@@ -109,7 +109,7 @@ size_t DeviceLinear::decode_bytes() const {
 
 size_t DeviceLinear::device_bytes() const {
   size_t b = fp16_.bytes() + bias_.bytes();
-  if (gemv_) b += gemv_->bytes() + gemv_->qweight_mma_bytes;
+  if (gemv_) b += gemv_->bytes() + gemv_->mma_bytes;
   if (gemm_) b += gemm_->bytes();
   return b;
 }
