@@ -156,7 +156,7 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name) {
         tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols, &*f, 2);
         w.mma_out_factor = detail::mxfp4_tile_factor(hi);
       }
-    } else {
+    } else if (sp->size() < (size_t(1) << 32)) {  // the tile kernels address the group-major plane in 32 bits
       tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols);
       if (spec->kind == WeightKind::nf4) detail::repack_nf4_pairs(*tiles);
       const std::vector<uint8_t> meta = detail::repack_group_major(*sp, t.rows, t.cols / spec->block);

@@ -63,19 +63,20 @@ __device__ __forceinline__ uint32_t tile_scale_word(const uint8_t* scales, int r
   else return __ldg(reinterpret_cast<const unsigned short*>(scales) + r);
 }
 
+// The byte permutation tile_meta applies to lane t's NVFP4 scale words (4 blocks of 16 a chunk):
+// block t / 2 of each half into both bytes of that half, i.e. blocks (s, s, 2 + s, 2 + s), s = t / 2.
+__device__ __forceinline__ uint32_t tile_scale_sel(int t) { return 0x2200u + uint32_t(t >> 1) * 0x1111u; }
+
 // One row pair's metadata of a chunk from the tile layout's scale words (tile_scale_word of rows g
-// and g + 8): meta[row g / g + 8][first / second half of the chunk]. NVFP4 (4 blocks of 16 a chunk):
-// each half's two bytes both hold the block of lane t's tiles, block t / 2 of the half; MXFP4 (a
-// block of 32 a half): its byte.
+// and g + 8): meta[row g / g + 8][first / second half of the chunk]. NVFP4: each half's two bytes
+// both hold the block of this lane's tiles (sel: tile_scale_sel); MXFP4 (a block of 32 a half): its
+// byte. The halves stay two ends of one word, which chunk_scales_h joins again for free.
 template <class F>
-__device__ __forceinline__ void tile_meta(uint32_t s0, uint32_t s1, int t, typename F::Meta (&meta)[2][2]) {
-  if constexpr (F::kTileScaleBytes == 4) {
-    const uint32_t b = uint32_t(t >> 1) * 0x11u, lo = 0x4400u | b, hi = 0x4422u | b;
-    meta[0][0].s = __byte_perm(s0, 0, lo), meta[0][1].s = __byte_perm(s0, 0, hi);
-    meta[1][0].s = __byte_perm(s1, 0, lo), meta[1][1].s = __byte_perm(s1, 0, hi);
-  } else {
-    meta[0][0].s = s0 & 0xFFu, meta[0][1].s = s0 >> 8, meta[1][0].s = s1 & 0xFFu, meta[1][1].s = s1 >> 8;
-  }
+__device__ __forceinline__ void tile_meta(uint32_t s0, uint32_t s1, uint32_t sel, typename F::Meta (&meta)[2][2]) {
+  constexpr int kHalfBits = 4 * F::kTileScaleBytes;
+  constexpr uint32_t kMask = (1u << kHalfBits) - 1u;
+  if constexpr (F::kTileScaleBytes == 4) s0 = __byte_perm(s0, 0, sel), s1 = __byte_perm(s1, 0, sel);
+  meta[0][0].s = s0 & kMask, meta[0][1].s = s0 >> kHalfBits, meta[1][0].s = s1 & kMask, meta[1][1].s = s1 >> kHalfBits;
 }
 
 // Shared memory of one CTA for the final reduction.
@@ -252,7 +253,8 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
     srow0[b] = a.scales + size_t(min(r0, a.N - 1)) * meta_bytes;
     srow1[b] = a.scales + size_t(min(r0 + 8, a.N - 1)) * meta_bytes;
   }
-  const size_t meta_group_bytes = size_t(a.N) * meta_bytes;
+  const uint32_t meta_group_bytes = uint32_t(a.N) * uint32_t(meta_bytes);  // the plane is < 4 GB
+  const uint32_t scale_sel = tile_scale_sel(t);
 
   // This lane's B fragments: tiles 2h and 2h + 1 of token n * 8 + g are the 8 halves at k =
   // 64c + 32h + 8t (xrow[n][8c + 4h]). Tokens past M read the last row: a token's column of the
@@ -295,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
           const uint8_t* sc = qblk[b] - lane * 16 + size_t(c) * kMmaChunkBytes<F> + 512;
           st.sw[u][b][0] = tile_scale_word<F>(sc, g), st.sw[u][b][1] = tile_scale_word<F>(sc, g + 8);
         } else {  // 8 rows' elements of one group in one sector
-          const size_t grp = size_t(c) / (F::kGroupK / 64) * meta_group_bytes;
+          const uint32_t grp = uint32_t(c) / (F::kGroupK / 64) * meta_group_bytes;
           st.meta[u][b][0][0] = F::load_meta(srow0[b] + grp, a, 0);
           st.meta[u][b][1][0] = F::load_meta(srow1[b] + grp, a, 0);
         }
@@ -325,7 +327,7 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
       const auto& meta = [&]() -> const typename F::Meta(&)[RB][2][2] {
         if constexpr (F::kScaledH) {
 #pragma unroll
-          for (int b = 0; b < RB; ++b) tile_meta<F>(st.sw[u][b][0], st.sw[u][b][1], t, ms[b]);
+          for (int b = 0; b < RB; ++b) tile_meta<F>(st.sw[u][b][0], st.sw[u][b][1], scale_sel, ms[b]);
           return ms;
         } else {
           return st.meta[u];

@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kStreamThreads) gemv_stream_kernel(const GemvA
         const uint8_t* ch = smem + slot * C::kStageBytes + (b * C::kChunks + i) * kStreamChunkBytes;
         wq[b] = *reinterpret_cast<const uint4*>(ch + lane * 16);
         const uint32_t* sc = reinterpret_cast<const uint32_t*>(ch + 512);
-        tile_meta<F>(sc[g], sc[g + 8], t, meta[b]);
+        tile_meta<F>(sc[g], sc[g + 8], tile_scale_sel(t), meta[b]);
       }
       mma_chunk<F, 1, RB>(
           a, wq, meta, [&](int, int h) { return xon ? xrow[8 * c + 4 * h] : make_uint4(0u, 0u, 0u, 0u); }, acc, acc2);
