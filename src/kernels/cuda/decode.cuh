@@ -181,16 +181,14 @@ __device__ __forceinline__ uint32_t half_dup(uint32_t x, bool high) {
   return half2_bits(high ? __high2half2(h) : __low2half2(h));
 }
 
-// Four unsigned minifloat scale bytes (3 mantissa bits; E4M3: 7 bits used, E3M3: 6) as exact fp16
-// values, each in both halves of S[i]: the bits shifted into fp16 are value * 2^-kFactorLog2 (E4M3:
-// 8, E3M3: 12), then one exact multiply per two scales.
+// Bytes 0 and 2 of `bytes`, unsigned minifloat scales (3 mantissa bits; E4M3: 7 bits used, E3M3:
+// 6), as exact fp16 values in the low and high half: the bits shifted into fp16 are value *
+// 2^-kFactorLog2 (E4M3: 8, E3M3: 12), then one exact multiply for both.
 template <int kBits, int kFactorLog2>
-__device__ __forceinline__ void minifloat4_dup_h2(uint32_t bytes, uint32_t (&S)[4]) {
+__device__ __forceinline__ uint32_t minifloat_pair_h2(uint32_t bytes) {
   constexpr uint32_t m = ((1u << kBits) - 1u) << 7, mask = m | m << 16;
   constexpr uint32_t f = uint32_t(15 + kFactorLog2) << 10, f2 = f | f << 16;  // 2^factor as fp16
-  const uint32_t even = hmul2_bits((bytes << 7) & mask, f2);  // bytes 0 and 2
-  const uint32_t odd = hmul2_bits((bytes >> 1) & mask, f2);   // bytes 1 and 3
-  S[0] = half_dup(even, false), S[1] = half_dup(odd, false), S[2] = half_dup(even, true), S[3] = half_dup(odd, true);
+  return hmul2_bits((bytes << 7) & mask, f2);
 }
 
 // RaZeR: -0.0 (the code 1000 / 100) is the special value.

@@ -61,12 +61,15 @@ struct Nvfp4Bits : Nvfp4Base<kRazer> {
   static constexpr int kTileScaleBytes = 4;
   static constexpr bool kScaledH = true;
   // One row's block scales of a 64-element chunk for this lane (tile_meta's metadata of its two
-  // halves, each with the lane's block in both bytes): S[j] for tile j.
+  // halves, each with the lane's block in both bytes): S[j] for tile j, the first half's block for
+  // tiles 0 and 1, the second's for 2 and 3. Bytes 0 and 2 of the joined word are the two blocks,
+  // so one conversion serves the row (converting all four bytes: nvfp4 GEMVs at 4 and 16 tokens
+  // 1.01-1.04x slower, docs/perf/gemv16-prefetch-2026-11-30.md).
   static __device__ __forceinline__ void chunk_scales_h(const typename B::Meta& lo, const typename B::Meta& hi,
                                                         uint32_t (&S)[4]) {
     const uint32_t bytes = lo.s | hi.s << 16;
-    if (kRazer) minifloat4_dup_h2<6, 12>(bytes, S);
-    else minifloat4_dup_h2<7, 8>(bytes, S);
+    const uint32_t pair = kRazer ? minifloat_pair_h2<6, 12>(bytes) : minifloat_pair_h2<7, 8>(bytes);
+    S[0] = S[1] = half_dup(pair, false), S[2] = S[3] = half_dup(pair, true);
   }
   // s0, s1: the tile's scales of rows g and g + 8 (chunk_scales_h); m0, m1: their metadata of the
   // tile's half chunk (the lane's block in byte 0).
