@@ -44,8 +44,8 @@ void write_checkpoint(const std::filesystem::path& p, const Synthetic& s, long e
   int32_t h[7] = {s.dim, s.hidden, s.layers, s.heads, s.kv_heads, s.vocab, s.seq_len};
   std::string bytes(reinterpret_cast<const char*>(h), sizeof h);
   bytes.append(reinterpret_cast<const char*>(s.payload.data()), s.payload.size() * 4);
-  if (extra_bytes < 0) bytes.resize(bytes.size() - size_t(-extra_bytes));
-  bytes.append(size_t(std::max(0L, extra_bytes)), '\0');
+  if (extra_bytes < 0) bytes.erase(bytes.size() - size_t(-extra_bytes));  // a truncated file
+  else bytes.append(size_t(extra_bytes), '\0');
   io_test::write_bytes(p, bytes);
 }
 
