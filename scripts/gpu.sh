@@ -18,6 +18,10 @@
 #                                             $AB_KERNELS (nibble bench kernels args) and $AB_E2E (nibble bench
 #                                             e2e args, the model from $E2E_ARCHS' first arch) run old, new, old,
 #                                             new; $OUT/ab.md joins them (scripts/ab_compare.py)
+#                                    sweep    environment switches on the kernels: for each ';'-separated
+#                                             setting of $SWEEP_ENVS (e.g. "NIBBLE_RING_CPW=1;NIBBLE_RING_SPIN=3")
+#                                             `nibble bench kernels $SWEEP_KERNELS` without and with it,
+#                                             alternated twice; $OUT/sweep.md joins each (ab_compare.py)
 #                                    steps    where one decode step's time goes: ncu times every kernel of
 #                                             `nibble bench e2e` ($STEPS_FORMAT nvfp4, batch $STEPS_BATCH 1) on
 #                                             the first of $E2E_ARCHS, scripts/step_kernels.py -> $OUT/steps.md
@@ -107,8 +111,11 @@ part_tests() {
     rc=0
     for t in "$BIN"/test_cuda*; do
       echo "== $(basename "$t")"
-      "$t" --gtest_brief=1 || rc=1
+      timeout 600 "$t" --gtest_brief=1 || rc=1
     done
+    # the stream kernel's other ring shapes (its chunks per warp and stage, its waits; gemv_args.h)
+    echo "== test_cuda GemvStream, NIBBLE_RING_CPW=1 NIBBLE_RING_SPIN=3"
+    NIBBLE_RING_CPW=1 NIBBLE_RING_SPIN=3 timeout 300 "$BIN/test_cuda" --gtest_brief=1 --gtest_filter='GemvStream*' || rc=1
     exit $rc
   ) 2>&1 | tee "$OUT/tests.log"
   return "${PIPESTATUS[0]}"
@@ -177,6 +184,24 @@ part_ab() {
   cat "$OUT/ab.md"
 }
 
+part_sweep() {
+  local envs e i v n=0
+  : >"$OUT/sweep.md"
+  IFS=';' read -ra envs <<<"${SWEEP_ENVS:?set SWEEP_ENVS}"
+  for e in "${envs[@]}"; do
+    n=$((n + 1))
+    for i in 1 2; do
+      for v in base var; do
+        env $([ $v = var ] && echo "$e") "$BIN/nibble" bench kernels ${SWEEP_KERNELS:-} --md "/tmp/sweep-$n-$v$i.md" \
+          >>"$OUT/sweep.log" 2>&1 || { tail -5 "$OUT/sweep.log"; return 1; }
+      done
+    done
+    { echo "## $e: ${SWEEP_KERNELS:-}"; echo; python3 scripts/ab_compare.py /tmp/sweep-$n-{base1,var1,base2,var2}.md; echo; } \
+      >>"$OUT/sweep.md"
+  done
+  cat "$OUT/sweep.md"
+}
+
 part_steps() {
   local m batch=${STEPS_BATCH:-1}
   m=$(random_model "$(first_arch)") || return 1
@@ -189,7 +214,7 @@ part_steps() {
 # rough seconds a part needs: it is skipped when less than that is left
 need() {
   case $1 in tests) echo 60 ;; kernels) echo 120 ;; gemm) echo 120 ;; tune) echo 150 ;; e2e) echo 150 ;; ab) echo 200 ;;
-    steps) echo 120 ;; esac
+    sweep) echo 120 ;; steps) echo 120 ;; esac
 }
 left() { echo $((${GPU_BUDGET_S:-540} - SECONDS)); }
 
@@ -201,7 +226,7 @@ esac
 PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(tests kernels gemm e2e)
 for p in "${PARTS[@]}"; do
-  [ -n "$(need "$p")" ] || { echo "gpu.sh: unknown part '$p' (tests kernels gemm tune e2e ab steps)" >&2; exit 2; }
+  [ -n "$(need "$p")" ] || { echo "gpu.sh: unknown part '$p' (tests kernels gemm tune e2e ab sweep steps)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
 nvidia-smi -L | tee "$OUT/device.txt"

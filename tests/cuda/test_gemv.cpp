@@ -170,9 +170,8 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
       if (tensor_core_splits_supported()) variants.push_back({name, o});
     }
   }
-  // the stream kernel (sm_90): nvfp4 / nvfp4-razer, M <= 8, K % 64 == 0, X in shared memory;
-  // refused otherwise
-  const bool stream_format = dw.kind == WeightKind::nvfp4 || dw.kind == WeightKind::nvfp4_razer;
+  // the stream kernel (sm_90): every format with a tile layout, row_blocks 1 or 2, X [M, K] in
+  // shared memory beside the ring; refused otherwise
   std::vector<std::pair<std::string, LinearOptions>> stream_variants;
   for (int rb : {1, 2, 4}) {
     LinearOptions o;
@@ -188,19 +187,21 @@ TEST_P(GemvTest, MatchesFloat64ReferenceForEveryM) {
       EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, tc), Error);
     }
     for (const auto& [name, opt] : stream_variants) {
-      if (!stream_format || M > 8 || c.K % 64) {
+      if (!has_tc || opt.row_blocks == 4) {
         EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, opt), Error) << name << " M=" << M;
         continue;
       }
       if (!stream_kernel_fits(dw, M, opt.row_blocks)) {  // X too large for shared memory beside the ring
-        ASSERT_GT(M, 1) << "one row of K = " << c.K << " must fit";
+        ASSERT_GT(M * c.K, 16 * 4096) << name << ": X of M = " << M << ", K = " << c.K << " must fit";
         EXPECT_THROW(linear(dx.get(), M, dw, dy.get(), nullptr, opt), Error);
         continue;
       }
       dy.poison();
       linear(dx.get(), M, dw, dy.get(), nullptr, opt);
-      expect_close(dy.host(), ref, c.format + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " M=" +
-                   std::to_string(M) + " " + name, 0.0);
+      expect_close(dy.host(), ref,
+                   c.format + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) + " M=" + std::to_string(M) +
+                       " " + name,
+                   c.format == "nf4" ? 0x1p-11 : 0.0);
     }
     for (const auto& [name, opt] : variants) {
       dy.poison();
@@ -295,6 +296,40 @@ TEST(GemvPersistent, MatchesFloat64ReferenceBeyondOneResidentGrid) {
       linear(dx.get(), 1, dw, dy.get(), nullptr, o);
       expect_close(dy.host(), ref, format + " N=" + std::to_string(N) + " K=" + std::to_string(K), 0.0, true);
     }
+}
+
+// The stream kernel's persistent grid: more units of row blocks than CTAs (three or more per CTA, so
+// its ring wraps around and the producer runs ahead into the next unit), a ragged last stage, every
+// format with a tile layout, one and two token tiles.
+TEST(GemvStream, MatchesFloat64ReferenceBeyondOneResidentGrid) {
+  if (!tensor_core_splits_supported()) GTEST_SKIP() << "the stream kernel needs sm_90";
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int64_t N = int64_t(16) * 2 * sms * 3 + 37, K = 2176;  // 34 chunks: stages of 16, 16, 2
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  for (const std::string format : {"nvfp4", "nvfp4-razer", "mxfp4", "fp4-g128", "razer-fp4-g128", "int4-g128", "nf4"}) {
+    const std::vector<float> w = random_weights(N, K, g);
+    const PackedTensor t = quantize(format, w.data(), N, K);
+    const std::vector<float> wq = dequantize(t);
+    const DeviceWeight dw = upload(t, format);
+    for (const int M : {3, 16}) {
+      const std::vector<uint16_t> x = random_x(M, K, g);
+      const Reference ref = reference(x, wq, M, N, K, 0);
+      GpuBuffer<uint16_t> dx(x), dy{size_t(M * N)};
+      for (const int rb : {1, 2}) {
+        LinearOptions o;
+        o.engine = Engine::tensor_stream, o.row_blocks = rb;
+        ASSERT_TRUE(stream_kernel_fits(dw, M, rb));
+        dy.poison();
+        linear(dx.get(), M, dw, dy.get(), nullptr, o);
+        expect_close(dy.host(), ref,
+                     format + " N=" + std::to_string(N) + " M=" + std::to_string(M) + " rb" + std::to_string(rb),
+                     format == "nf4" ? 0x1p-11 : 0.0);
+      }
+    }
+  }
 }
 
 // The output layer's FP16 GEMV with FP32 outputs (linear_fp16_f32out): odd N, fresh random W and

@@ -77,6 +77,9 @@ TEST_P(GemvStacked, EachPartEqualsItsOwnLaunch) {
       if (tensor_core_splits_supported()) {
         tc.row_blocks = 1, tc.k_splits = 2;
         variants.push_back({"tensor cores k_splits 2", tc});
+        LinearOptions st;  // the stream kernel (sm_90)
+        st.engine = Engine::tensor_stream, st.row_blocks = 2;
+        variants.push_back({"tensor stream", st});
       }
     }
     for (int M : {1, 3, 9, 16}) {
@@ -134,6 +137,9 @@ TEST_P(GemvStacked, SiluPairEqualsSeparateGemvsThenSiluMul) {
     if (tensor_core_splits_supported()) {
       tc.k_splits = 4;
       variants.push_back({"tensor cores row_blocks 2 k_splits 4", tc});
+      LinearOptions st;  // the stream kernel (sm_90)
+      st.engine = Engine::tensor_stream, st.row_blocks = 1;
+      variants.push_back({"tensor stream row_blocks 1", st});
     }
   }
   for (int M : {1, 2, 5, 16}) {

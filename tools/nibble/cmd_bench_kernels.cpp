@@ -74,8 +74,9 @@ std::vector<uint16_t> random_halves(size_t n, uint64_t seed, float sd) {
 }
 
 // Variants the bench times per format: the dispatcher's choice ("auto", the number the targets are
-// judged on), CUDA cores and tensor cores forced, and for the NVFP4 formats the CUDA-core
-// shared-memory-table decoder against the bit decoder (paper 002's question).
+// judged on), CUDA cores, tensor cores and the stream kernel (one and two row blocks) forced, and for
+// the NVFP4 formats the CUDA-core shared-memory-table decoder against the bit decoder (paper 002's
+// question).
 std::vector<std::pair<std::string, LinearOptions>> variants_of(const std::string& format, bool has_tc) {
   LinearOptions cc, tc, lut;
   cc.engine = lut.engine = Engine::cuda_cores;
@@ -87,7 +88,7 @@ std::vector<std::pair<std::string, LinearOptions>> variants_of(const std::string
   std::vector<std::pair<std::string, LinearOptions>> v{{"auto", {}}, {"cuda-cores", cc}, {"cuda-cores-ks1", ks1}};
   if (format == "nvfp4" || format == "nvfp4-razer") v.push_back({"cuda-cores-lut", lut});
   if (has_tc) v.push_back({"tensor-cores", tc});
-  if (has_tc && (format == "nvfp4" || format == "nvfp4-razer"))
+  if (has_tc)
     for (int rb : {1, 2}) {
       LinearOptions st;
       st.engine = Engine::tensor_stream, st.row_blocks = rb;

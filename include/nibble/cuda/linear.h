@@ -23,9 +23,9 @@ namespace nibble::cuda {
 enum class Fp4Decode { automatic, bits, lut };
 // Which units multiply: CUDA cores (FP32 FMA, every format) or tensor cores (mma.sync on decoded
 // fp16 weights, FP32 accumulation; every format but razer-fp3-g128 and fp16, K a multiple of 64).
-// tensor_stream: the tensor-core kernel fed by bulk asynchronous copies into a shared-memory ring
-// (sm_90; nvfp4 and nvfp4-razer, M <= 8, K a multiple of 64); only on request: automatic never
-// picks it (faster alone, slower inside a decode step, docs/kernels.md).
+// tensor_stream: the tensor-core kernel as a persistent grid fed by bulk asynchronous copies into a
+// shared-memory ring, X held in shared memory (sm_90; every format with a tile layout, M <= 16,
+// where X [M, K] fits beside the ring: stream_kernel_fits); docs/kernels.md.
 enum class Engine { automatic, cuda_cores, tensor_cores, tensor_stream };
 
 // A weight on the device, in its kernel's layout. Owns its device memory; movable, not copyable.
@@ -52,8 +52,8 @@ class DeviceWeight {
   // tensor's largest (only when its nonzero blocks' scales span at most 2^24; otherwise it has no
   // tile layout and runs on CUDA cores at every M).
   void* qweight_mma = nullptr;
-  // The FP32-scaled formats' per-group metadata again, group-major [groups][N] for the tile
-  // kernels (repack_group_major); null for the others.
+  // The FP32-scaled formats' per-group metadata again, block-major [N / 16][groups][16] for the
+  // tile kernels (repack_block_major); null for the others.
   void* scales_mma = nullptr;
   float mma_out_factor = 1.0f;  // the tile layout's output scale over global_scale (MXFP4)
   size_t qweight_bytes = 0, scales_bytes = 0, aux_bytes = 0;
@@ -143,8 +143,8 @@ void linear_fp16_f32out(const uint16_t* x, const uint16_t* w, int64_t N, int64_t
 // Whether linear() can split K over a cluster of CTAs on tensor cores (k_splits > 1): sm_90.
 bool tensor_core_splits_supported();
 
-// Whether linear() can run w at M rows on Engine::tensor_stream with row_blocks 16-row blocks per
-// CTA: the format, M <= 8, K % 64 == 0, shared memory for X and the ring, and an sm_90 device.
+// Whether linear() can run w at M rows on Engine::tensor_stream with row_blocks (1 or 2) 16-row
+// blocks per unit: a tile layout, M <= 16, shared memory for X and the ring, and an sm_90 device.
 bool stream_kernel_fits(const DeviceWeight& w, int M, int row_blocks);
 
 // NF4 dequantization to fp16 [N, K] (paper 003): the branch-tree baseline and the shared-memory

@@ -156,10 +156,10 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name) {
         tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols, &*f, 2);
         w.mma_out_factor = detail::mxfp4_tile_factor(hi);
       }
-    } else if (sp->size() < (size_t(1) << 32)) {  // the tile kernels address the group-major plane in 32 bits
+    } else {
       tiles = detail::repack_mma_tiles(*qp, t.rows, t.cols);
       if (spec->kind == WeightKind::nf4) detail::repack_nf4_pairs(*tiles);
-      const std::vector<uint8_t> meta = detail::repack_group_major(*sp, t.rows, t.cols / spec->block);
+      const std::vector<uint8_t> meta = detail::repack_block_major(*sp, t.rows, t.cols / spec->block);
       w.scales_mma = to_device(meta), w.mma_bytes = meta.size();
     }
     if (tiles) w.qweight_mma = to_device(*tiles), w.mma_bytes += tiles->size();

@@ -49,9 +49,15 @@ detail::MmaLauncher pick_mma_launcher(WeightKind k) {
 }
 
 detail::MmaLauncher pick_stream_launcher(WeightKind k) {
+  using namespace detail;
   switch (k) {
-    case WeightKind::nvfp4: return detail::launch_stream_nvfp4;
-    case WeightKind::nvfp4_razer: return detail::launch_stream_nvfp4_razer;
+    case WeightKind::nvfp4: return launch_stream_nvfp4;
+    case WeightKind::nvfp4_razer: return launch_stream_nvfp4_razer;
+    case WeightKind::mxfp4: return launch_stream_mxfp4;
+    case WeightKind::fp4_g128: return launch_stream_fp4_g128;
+    case WeightKind::razer_fp4_g128: return launch_stream_razer_fp4_g128;
+    case WeightKind::int4_g128: return launch_stream_int4_g128;
+    case WeightKind::nf4: return launch_stream_nf4;
     default: return nullptr;
   }
 }
@@ -84,8 +90,9 @@ void fill_nf4_table(GemvArgs& a) {
 }  // namespace detail
 
 bool stream_kernel_fits(const DeviceWeight& w, int M, int row_blocks) {
-  return w.qweight_mma && pick_stream_launcher(w.kind) && valid_row_blocks(row_blocks) &&
-         detail::stream_fits(M, int(w.K), row_blocks) && wg::supported();
+  return w.qweight_mma && pick_stream_launcher(w.kind) && (row_blocks == 1 || row_blocks == 2) && M >= 1 &&
+         M <= 16 && detail::ring_params(detail::ring_shape(w.kind), M > 8 ? 2 : 1, row_blocks, M, int(w.K)).stages > 0 &&
+         wg::supported();
 }
 
 bool tensor_core_splits_supported() { return wg::supported(); }
@@ -118,9 +125,10 @@ TunedChoice resolve_choice(const DeviceWeight& w, int M, const LinearOptions& op
   if (opt.engine != Engine::automatic) choice.engine = opt.engine;
   if (choice.engine == Engine::tensor_stream && !stream_kernel_fits(w, M, choice.row_blocks)) {
     if (opt.engine == Engine::tensor_stream)
-      throw Error(fmt::format("linear '{}': no stream kernel for this format / M = {} / K = {} on this device (needs "
-                              "nvfp4 or nvfp4-razer, M <= 8, K % 64 == 0, X in shared memory, sm_90)",
-                              w.format, M, w.K));
+      throw Error(fmt::format("linear '{}': no stream kernel for this format / M = {} / K = {} / row_blocks = {} on "
+                              "this device (needs a tile layout, row_blocks 1 or 2, X [M, K] in shared memory beside "
+                              "the ring, sm_90)",
+                              w.format, M, w.K, choice.row_blocks));
     choice.engine = Engine::tensor_cores;  // a table entry that does not fit this device or M
   }
   const detail::MmaLauncher mma = w.qweight_mma ? pick_mma_launcher(w.kind) : nullptr;
@@ -197,15 +205,12 @@ void run_linear(const uint16_t* x, const RmsNormInput* norm, int M, const Device
   a.k_splits = choice.k_splits;
   a.mma_row_blocks = choice.row_blocks;
   detail::fill_sv_table(a);
-  if (choice.engine == Engine::tensor_stream) {
-    a.q = static_cast<const uint8_t*>(w.qweight_mma);
-    pick_stream_launcher(w.kind)(a, stream);
-  } else if (choice.engine == Engine::tensor_cores) {
+  if (choice.engine == Engine::tensor_stream || choice.engine == Engine::tensor_cores) {  // the tile layout
     a.q = static_cast<const uint8_t*>(w.qweight_mma);
     if (w.scales_mma) a.scales = static_cast<const uint8_t*>(w.scales_mma);
     a.out_scale *= w.mma_out_factor, a.out_scale1 *= w.mma_out_factor, a.out_scale2 *= w.mma_out_factor;
     if (w.kind == WeightKind::nf4) detail::fill_nf4_table(a);
-    pick_mma_launcher(w.kind)(a, stream);
+    (choice.engine == Engine::tensor_stream ? pick_stream_launcher(w.kind) : pick_mma_launcher(w.kind))(a, stream);
   } else {
     pick_launcher(w.kind, choice.fp4_decode)(a, choice.rows_per_warp, stream);
   }

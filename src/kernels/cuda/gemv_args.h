@@ -13,7 +13,7 @@ namespace nibble::cuda::detail {
 struct GemvArgs {
   const uint8_t* q = nullptr;       // element codes, kernel layout, row-major [N][row bytes]
   // per-group metadata, row-major [N][groups * width]; the tile kernels of the FP32-scaled
-  // formats: group-major [groups][N] (DeviceWeight::scales_mma)
+  // formats: block-major [N / 16][groups][16] (DeviceWeight::scales_mma)
   const uint8_t* scales = nullptr;
   const uint8_t* aux = nullptr;
   const __half* x = nullptr;        // [M, K]
@@ -152,10 +152,69 @@ void launch_mma_razer_fp4_g128(const GemvArgs&, cudaStream_t);
 void launch_mma_int4_g128(const GemvArgs&, cudaStream_t);
 void launch_mma_nf4(const GemvArgs&, cudaStream_t);
 
-// Streaming tensor-core GEMV (sm_90, M <= 8; gemv_stream.cuh) over the same layout.
+// Streaming tensor-core GEMV (sm_90, M <= 16; gemv_stream.cuh) over the same layout, every format
+// with one. Its shared memory per CTA: a ring of stages (per 16-row block, 16 chunks of the tile
+// layout and the FP32-scaled formats' metadata of their groups), the reduction, X [M, K].
+constexpr int kRingConsumers = 16;  // consumer warps; a stage holds one chunk per consumer and block
+constexpr int kRingThreads = 32 * (kRingConsumers + 1);
+constexpr int kRingMaxStages = 8;
+constexpr int kRingXParts = 4;       // X lands in this many column ranges, each with its own barrier
+constexpr int kRingXPadBytes = 64;   // X rows padded: a warp's 16-byte fragment loads hit distinct banks
+constexpr int kRingSmemLimit = 232448 - 1024;  // sm_90's opt-in limit less the static barriers
+// A format's bytes in the ring: per block and chunk (codes, and the fp16-scaled formats' scales),
+// per row and scale group of metadata (0: none besides the chunk), chunks per scale group.
+struct RingShape {
+  int chunk_bytes, meta_bytes, group_chunks;
+};
+constexpr bool same_ring_shape(const RingShape& x, const RingShape& y) {
+  return x.chunk_bytes == y.chunk_bytes && x.meta_bytes == y.meta_bytes && x.group_chunks == y.group_chunks;
+}
+constexpr RingShape ring_shape(WeightKind k) {
+  switch (k) {
+    case WeightKind::nvfp4:
+    case WeightKind::nvfp4_razer: return {576, 0, 1};  // 512 code bytes, 16 rows x 4 E4M3 / E3M3 scales
+    case WeightKind::mxfp4: return {544, 0, 1};        // 16 rows x 2 scale exponents
+    case WeightKind::fp4_g128:
+    case WeightKind::razer_fp4_g128: return {512, 2, 2};  // FP16 scale words, groups of 128
+    case WeightKind::int4_g128: return {512, 4, 2};       // {scale, 1024 + z} words
+    case WeightKind::nf4: return {512, 4, 1};             // FP32 absmax, blocks of 64
+    default: return {0, 0, 1};                            // no tile layout
+  }
+}
+constexpr size_t ring_x_row_bytes(int K) { return size_t(K) * 2 + kRingXPadBytes; }
+constexpr size_t ring_red_bytes(int NT, int RB) { return size_t(kRingConsumers) * RB * NT * 4 * 32 * sizeof(float); }
+// A stage: cpw chunks per consumer warp of each of RB blocks, with their metadata.
+constexpr int ring_stage_bytes(const RingShape& sh, int RB, int cpw) {
+  return RB * kRingConsumers * cpw * (sh.chunk_bytes + 16 * sh.meta_bytes / sh.group_chunks);
+}
+constexpr size_t ring_smem_bytes(const RingShape& sh, int NT, int RB, int cpw, int M, int K, int stages) {
+  return size_t(stages) * size_t(ring_stage_bytes(sh, RB, cpw)) + ring_red_bytes(NT, RB) +
+         size_t(M) * ring_x_row_bytes(K);
+}
+// Stages that fit beside X and the reduction (at most kRingMaxStages), or 0 when fewer than two.
+constexpr int ring_stages(const RingShape& sh, int NT, int RB, int cpw, int M, int K) {
+  const size_t fixed = ring_smem_bytes(sh, NT, RB, cpw, M, K, 0);
+  if (sh.chunk_bytes == 0 || fixed >= size_t(kRingSmemLimit)) return 0;
+  const size_t n = (size_t(kRingSmemLimit) - fixed) / size_t(ring_stage_bytes(sh, RB, cpw));
+  return n < 2 ? 0 : n > size_t(kRingMaxStages) ? kRingMaxStages : int(n);
+}
+// One launch's ring: stages, chunks per consumer warp and stage (1, 2, 4; the most that leave
+// two stages), and how its waits wait (bit 0: the producer spins on its empty barriers instead of
+// suspending; bit 1: the consumers on their full ones).
+struct RingParams {
+  int stages = 0, cpw = 1, spin = 0;
+};
+// The ring of w's shape for M rows of K, RB blocks (stages 0: none fits). NIBBLE_RING_CPW and
+// NIBBLE_RING_SPIN override the chunks per warp (the most that fit at most it) and the waits.
+RingParams ring_params(const RingShape& sh, int NT, int RB, int M, int K);
+// First chunk of X's column range p (of kRingXParts) for a row of nchunks chunks.
+constexpr int ring_x_part_begin(int p, int nchunks) { return p * nchunks / kRingXParts; }
 void launch_stream_nvfp4(const GemvArgs&, cudaStream_t);
 void launch_stream_nvfp4_razer(const GemvArgs&, cudaStream_t);
-// Whether the stream kernel takes M rows of K (shared memory, K) with this many row blocks.
-bool stream_fits(int M, int K, int row_blocks);
+void launch_stream_mxfp4(const GemvArgs&, cudaStream_t);
+void launch_stream_fp4_g128(const GemvArgs&, cudaStream_t);
+void launch_stream_razer_fp4_g128(const GemvArgs&, cudaStream_t);
+void launch_stream_int4_g128(const GemvArgs&, cudaStream_t);
+void launch_stream_nf4(const GemvArgs&, cudaStream_t);
 
 }  // namespace nibble::cuda::detail

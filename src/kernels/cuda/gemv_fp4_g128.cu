@@ -7,6 +7,7 @@
 // operations per pair, and the one-row GEMV is issue-bound (docs/perf/fp4-g128-bits-2026-11-27.md).
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
+#include "gemv_stream.cuh"
 
 namespace nibble::cuda::detail {
 
@@ -21,11 +22,14 @@ struct Fp4G128 {
     float s;
     uint32_t svh;  // RaZeR: the group's special value x 2^-14, fp16 bits in both halves
   };
-  static __device__ __forceinline__ Meta load_meta(const uint8_t* srow, const GemvArgs& a, int c) {
-    const uint32_t word = __ldg(reinterpret_cast<const unsigned short*>(srow) + c / 4);
+  static constexpr int kMetaBytes = 2;  // one group's metadata element (the tile kernels' copies)
+  static __device__ __forceinline__ Meta meta_of(uint32_t word, const GemvArgs& a) {
     if (!kRazer) return {__half2float(__ushort_as_half(uint16_t(word))), 0u};
     const uint32_t sv = ((word & 0x4000u) ? a.sv_h2[1] : a.sv_h2[0]) ^ ((word & 0x8000u) ? 0x80008000u : 0u);
     return {__half2float(__ushort_as_half(uint16_t(word & 0x3FFFu))), sv};
+  }
+  static __device__ __forceinline__ Meta load_meta(const uint8_t* srow, const GemvArgs& a, int c) {
+    return meta_of(__ldg(reinterpret_cast<const unsigned short*>(srow) + c / 4), a);
   }
   static __device__ __forceinline__ float scale(const Meta& m, int, const GemvArgs&) { return m.s; }
   static __device__ __forceinline__ void decode8_h(const uint4 (&w)[1], int e, const Meta& m, const GemvArgs&,
@@ -61,5 +65,11 @@ void launch_razer_fp4_g128(const GemvArgs& a, int r, cudaStream_t s) {
 }
 void launch_mma_fp4_g128(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Fp4G128<false>>(a, s); }
 void launch_mma_razer_fp4_g128(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Fp4G128<true>>(a, s); }
+void launch_stream_fp4_g128(const GemvArgs& a, cudaStream_t s) {
+  launch_gemv_stream<Fp4G128<false>, WeightKind::fp4_g128>(a, s);
+}
+void launch_stream_razer_fp4_g128(const GemvArgs& a, cudaStream_t s) {
+  launch_gemv_stream<Fp4G128<true>, WeightKind::razer_fp4_g128>(a, s);
+}
 
 }  // namespace nibble::cuda::detail

@@ -3,6 +3,7 @@
 // and the 4-bit qzeros plane), so (q - z) is one HSUB2 or HFMA2 on the magic-number decode of q.
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
+#include "gemv_stream.cuh"
 
 namespace nibble::cuda::detail {
 
@@ -15,8 +16,10 @@ struct Int4G128 {
   struct Meta {
     uint32_t sz;  // low half: scale; high half: 1024 + z
   };
-  static __device__ __forceinline__ Meta load_meta(const uint8_t* srow, const GemvArgs&, int c) {
-    return {__ldg(reinterpret_cast<const unsigned int*>(srow) + c / 4)};
+  static constexpr int kMetaBytes = 4;  // one group's metadata element (the tile kernels' copies)
+  static __device__ __forceinline__ Meta meta_of(uint32_t raw, const GemvArgs&) { return {raw}; }
+  static __device__ __forceinline__ Meta load_meta(const uint8_t* srow, const GemvArgs& a, int c) {
+    return meta_of(__ldg(reinterpret_cast<const unsigned int*>(srow) + c / 4), a);
   }
   static __device__ __forceinline__ float scale(const Meta& m, int, const GemvArgs&) {
     return __half2float(__ushort_as_half(uint16_t(m.sz & 0xFFFFu)));
@@ -43,5 +46,8 @@ struct Int4G128 {
 
 void launch_int4_g128(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Int4G128>(a, r, s); }
 void launch_mma_int4_g128(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Int4G128>(a, s); }
+void launch_stream_int4_g128(const GemvArgs& a, cudaStream_t s) {
+  launch_gemv_stream<Int4G128, WeightKind::int4_g128>(a, s);
+}
 
 }  // namespace nibble::cuda::detail

@@ -56,6 +56,14 @@ constexpr int mma_chunk_bytes_of() {
 template <class F>
 constexpr int kMmaChunkBytes = mma_chunk_bytes_of<F>();
 
+// Bytes of one row's metadata element per scale group (F::kMetaBytes) where F scales in FP32; 0 for
+// the policies that scale in fp16 (their scales lie in the tile layout).
+template <class F>
+constexpr int meta_bytes_of() {
+  if constexpr (F::kScaledH) return 0;
+  else return F::kMetaBytes;
+}
+
 // Row r's scale bytes of a chunk in the tile layout (scales: the chunk's bytes after its codes).
 template <class F>
 __device__ __forceinline__ uint32_t tile_scale_word(const uint8_t* scales, int r) {
@@ -229,10 +237,10 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   constexpr int U = NT == 1 && RB == 2 ? 2 : NT == 2 && RB == 2 && mma_two_chunks<F>() ? 2 : 1;
   // FP32-scaled policies sum a chunk's tiles in the mma before scaling it, at one or two token tiles
   // (one FMA per chunk instead of one per tile: M = 16 1.02-1.15x for int4-g128, nf4 and fp4-g128,
-  // 2026-11-24); their metadata is group-major (GemvArgs::scales), one element of meta_bytes per
-  // row and group.
+  // 2026-11-24); their metadata is block-major (GemvArgs::scales: per 16-row block, per group, the
+  // block's 16 elements of meta_bytes).
   static_assert(F::kScaledH || F::kGroupK % 64 == 0, "an FP32 scale group holds whole chunks");
-  const size_t meta_bytes = F::kScaledH ? 0 : F::s_row_bytes(F::kGroupK);
+  constexpr int meta_bytes = meta_bytes_of<F>();
   extern __shared__ float red[];  // [kWarps][RB * NT * 4][32] (after the loop), then (kSmemX) X [M, K]
   uint4* xs = reinterpret_cast<uint4*>(red + mma_red_bytes(RB, NT) / sizeof(float));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -244,16 +252,13 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
   const int blk0 = blockIdx.x / parts * RB;
   const int group_warps = kWarps * parts;
   const uint8_t* qblk[RB];
-  const uint8_t* srow0[RB];  // FP32-scaled: the metadata of rows g and g + 8 in group 0
-  const uint8_t* srow1[RB];
+  const uint8_t* srow0[RB];  // FP32-scaled: the metadata of row g in group 0 (row g + 8: 8 elements on)
 #pragma unroll
   for (int b = 0; b < RB; ++b) {  // blocks past the last read the last one and store nothing
-    qblk[b] = a.q + size_t(min(blk0 + b, nblocks - 1)) * nchunks * kMmaChunkBytes<F> + lane * 16;
-    const int r0 = (blk0 + b) * 16 + g;
-    srow0[b] = a.scales + size_t(min(r0, a.N - 1)) * meta_bytes;
-    srow1[b] = a.scales + size_t(min(r0 + 8, a.N - 1)) * meta_bytes;
+    const size_t blk = size_t(min(blk0 + b, nblocks - 1));
+    qblk[b] = a.q + blk * nchunks * kMmaChunkBytes<F> + lane * 16;
+    srow0[b] = a.scales + (blk * (a.K / F::kGroupK) * 16 + g) * meta_bytes;
   }
-  const uint32_t meta_group_bytes = uint32_t(a.N) * uint32_t(meta_bytes);  // the plane is < 4 GB
   const uint32_t scale_sel = tile_scale_sel(t);
 
   // This lane's B fragments: tiles 2h and 2h + 1 of token n * 8 + g are the 8 halves at k =
@@ -297,9 +302,9 @@ __global__ void __launch_bounds__(kThreads, mma_ctas_per_sm(NT, RB)) gemv_mma_ke
           const uint8_t* sc = qblk[b] - lane * 16 + size_t(c) * kMmaChunkBytes<F> + 512;
           st.sw[u][b][0] = tile_scale_word<F>(sc, g), st.sw[u][b][1] = tile_scale_word<F>(sc, g + 8);
         } else {  // 8 rows' elements of one group in one sector
-          const uint32_t grp = uint32_t(c) / (F::kGroupK / 64) * meta_group_bytes;
-          st.meta[u][b][0][0] = F::load_meta(srow0[b] + grp, a, 0);
-          st.meta[u][b][1][0] = F::load_meta(srow1[b] + grp, a, 0);
+          const uint8_t* grp = srow0[b] + c / (F::kGroupK / 64) * 16 * meta_bytes;
+          st.meta[u][b][0][0] = F::load_meta(grp, a, 0);
+          st.meta[u][b][1][0] = F::load_meta(grp + 8 * meta_bytes, a, 0);
         }
       }
     }

@@ -1,6 +1,7 @@
 // MXFP4 GEMV: block 32 (one lane chunk), E8M0 scale, FP4 bit-placement decode. Serialized layout.
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
+#include "gemv_stream.cuh"
 
 namespace nibble::cuda::detail {
 
@@ -53,5 +54,6 @@ struct Mxfp4Tiles {
 
 void launch_mxfp4(const GemvArgs& a, int r, cudaStream_t s) { launch_fp4_gemv<Mxfp4>(a, r, s); }
 void launch_mma_mxfp4(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Mxfp4Tiles>(a, s); }
+void launch_stream_mxfp4(const GemvArgs& a, cudaStream_t s) { launch_gemv_stream<Mxfp4Tiles, WeightKind::mxfp4>(a, s); }
 
 }  // namespace nibble::cuda::detail

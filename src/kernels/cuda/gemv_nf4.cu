@@ -3,6 +3,7 @@
 // tensor cores in registers (byte permutes, decode_h). No FP16 weight is ever written out.
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
+#include "gemv_stream.cuh"
 #include "nf4_levels.cuh"
 
 namespace nibble::cuda::detail {
@@ -15,8 +16,10 @@ struct Nf4 {
   struct Meta {
     float absmax;
   };
-  static __device__ __forceinline__ Meta load_meta(const uint8_t* srow, const GemvArgs&, int c) {
-    return {__ldg(reinterpret_cast<const float*>(srow) + c / 2)};
+  static constexpr int kMetaBytes = 4;  // one group's metadata element (the tile kernels' copies)
+  static __device__ __forceinline__ Meta meta_of(uint32_t raw, const GemvArgs&) { return {__uint_as_float(raw)}; }
+  static __device__ __forceinline__ Meta load_meta(const uint8_t* srow, const GemvArgs& a, int c) {
+    return meta_of(__ldg(reinterpret_cast<const unsigned int*>(srow) + c / 2), a);
   }
   static __device__ __forceinline__ float scale(const Meta& m, int, const GemvArgs&) { return m.absmax; }
   static __device__ __forceinline__ void decode8(const uint4 (&w)[1], int e, const Meta&, const GemvArgs&,
@@ -50,5 +53,6 @@ struct Nf4 {
 
 void launch_nf4(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nf4>(a, r, s); }
 void launch_mma_nf4(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Nf4>(a, s); }
+void launch_stream_nf4(const GemvArgs& a, cudaStream_t s) { launch_gemv_stream<Nf4, WeightKind::nf4>(a, s); }
 
 }  // namespace nibble::cuda::detail

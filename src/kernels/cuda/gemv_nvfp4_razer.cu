@@ -14,7 +14,7 @@ void launch_nvfp4_razer_bits(const GemvArgs& a, int r, cudaStream_t s) {
 void launch_nvfp4_razer_lut(const GemvArgs& a, int r, cudaStream_t s) { launch_gemv<Nvfp4Lut<true>>(a, r, s); }
 void launch_mma_nvfp4_razer(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<Nvfp4Bits<true>>(a, s); }
 void launch_stream_nvfp4_razer(const GemvArgs& a, cudaStream_t s) {
-  launch_gemv_stream<Nvfp4Bits<true>>(a, s);
+  launch_gemv_stream<Nvfp4Bits<true>, WeightKind::nvfp4_razer>(a, s);
 }
 
 }  // namespace nibble::cuda::detail

@@ -1,162 +1,218 @@
 #pragma once
-// Streaming tensor-core GEMV for M = 1..8 on sm_90 (NVFP4 and NVFP4-RaZeR weights). The register-
-// buffered GEMVs keep only the next step's chunks in flight per warp, so the bytes in flight rise
-// and fall with each warp's decode work: at one row both ran at ~70-77% of the copy bandwidth with
-// DRAM half busy under ncu (docs/kernels.md). Here one producer warp streams the CTA's weights
-// into a ring of shared-memory stages with bulk asynchronous copies (TMA, completing on mbarriers)
-// while eight consumer warps decode and multiply, so every CTA keeps its ring's worth of loads in
-// flight whatever the consumers are doing.
-// Opt-in (Engine::tensor_stream): alone it is the fastest NVFP4 GEMV up to 4 rows, inside a decode
-// step it measured slower than the kernels the dispatcher picks (docs/perf/gemv-stream-2026-11-23.md).
+// Streaming tensor-core GEMV for M = 1..16 on sm_90, every format with a tile layout
+// (Engine::tensor_stream). The register-buffered GEMV (gemv_mma.cuh) keeps only each warp's next
+// step in flight, in registers, so at 16 tokens ncu found DRAM 25-32% busy and the warps waiting on
+// their loads (docs/perf/attn-balance-2026-11-29.md section 7). Here the loads are not the warps':
 //
-// Data: the tile layout of gemv_mma.cuh with the NVFP4 scales interleaved (per 16-row block and
-// 64-element chunk, 512 code bytes, 16 per lane, then the block's 16 rows x 4 scale bytes; a
-// block's chunks are contiguous), so each stage is one bulk copy per block: kChunks consecutive
-// chunks of each of the CTA's RB blocks. X [M, K] sits in shared memory.
-// Consumer warp w decodes chunks w, w + 8, ... of every stage (mma_chunk, as gemv_mma_kernel),
-// then arrives on the stage's empty barrier; the producer refills a stage once all eight consumers
-// arrived.
+// - A persistent grid of one CTA per SM (at most): 16 consumer warps and one producer warp. The
+//   CTA walks units of RB 16-row blocks (u = blockIdx.x, + gridDim.x, ...), each over all of K.
+// - The producer streams each unit's weights, 16 x cpw chunks of every block per stage
+//   (RingParams), into a ring of shared-memory stages with bulk asynchronous copies (TMA)
+//   completing on mbarriers: per block one copy of the tile layout's chunks (codes, and the
+//   fp16-scaled formats' scales after each chunk) and, for the FP32-scaled formats, one of the
+//   block-major metadata of those chunks' groups. It runs ahead across units, so a unit's reduction
+//   does not stall the stream. The weights are constant: the first stages are requested before the
+//   programmatic-dependent-launch wait.
+// - X [M, K] sits in shared memory once per CTA (rows padded by kRingXPadBytes so a warp's 16-byte
+//   fragment loads hit distinct banks), copied by the producer after the wait in kRingXParts column
+//   ranges with a barrier each, so the consumers start on the first chunks before all of X landed.
+// - Consumer warp w decodes chunks w, w + 16, ... of each stage for the unit's RB blocks (mma_chunk,
+//   as gemv_mma_kernel: one B fragment of X serves RB blocks), then arrives on the stage's empty
+//   barrier; at a unit's end the 16 warps add up through shared memory and store.
+// Shared memory decides the shapes it takes (ring_stages): X of M rows, the reduction and at least
+// two stages within the opt-in limit. Opt-in: with one chunk per warp and stage it measured 0.67-0.96x
+// the register-buffered kernel, its stages waiting on their hand-offs (docs/perf/ring16-2026-12-01.md).
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
+#include "device_info.h"
+#include "gemv_args.h"
 #include "gemv_mma.cuh"
 #include "mbarrier.cuh"
 
 namespace nibble::cuda::detail {
 
-constexpr int kStreamConsumers = 8;  // consumer warps
-constexpr int kStreamThreads = 32 * (kStreamConsumers + 1);
-constexpr int kStreamSmemLimit = 232448 - 1024;  // sm_90's opt-in limit less the static barriers
-constexpr int kStreamChunkBytes = int(kMmaScaledChunkBytes);  // a block's chunk: codes, then its rows' scales
-// Chunks per consumer warp and stage: 4 measured best against 1 and 2 (H100, nvfp4 at M = 1 and 4,
-// the four Llama-3.1-8B shapes, docs/perf/gemv-stream-2026-11-23.md): a stage's hand-off costs the
-// same however much it carries.
-constexpr int kStreamCpw = 4;
+// The ring kernel's numbers of format F (the dispatcher knows them by format: gemv_args.h
+// ring_shape, checked against these at compile time).
+template <class F>
+constexpr RingShape ring_shape_of() {
+  return {kMmaChunkBytes<F>, meta_bytes_of<F>(), F::kScaledH ? 1 : F::kGroupK / 64};
+}
 
-// RB row blocks per CTA, CPW chunks per consumer warp and stage, kStages stages (~36 KB of ring).
-template <int RB, int CPW>
-struct StreamCfg {
-  static constexpr int kChunks = kStreamConsumers * CPW;  // chunks per block and stage
-  static constexpr int kStageBytes = RB * kChunks * kStreamChunkBytes;
-  static constexpr int kStages = 36 * 1024 / kStageBytes < 2 ? 2 : 36 * 1024 / kStageBytes;
-  static constexpr size_t kRedBytes = size_t(kStreamConsumers) * RB * 4 * 32 * sizeof(float);
-  static constexpr size_t smem_bytes(int M, int K) {
-    return size_t(kStages) * kStageBytes + kRedBytes + size_t(M) * K * 2;
-  }
-};
+// Row r's scale bytes of a chunk in the ring (scales: the chunk's bytes after its codes).
+template <class F>
+__device__ __forceinline__ uint32_t ring_scale_word(const uint8_t* scales, int r) {
+  if constexpr (F::kTileScaleBytes == 4) return reinterpret_cast<const uint32_t*>(scales)[r];
+  else return reinterpret_cast<const unsigned short*>(scales)[r];
+}
+// Row r's metadata element of one group in the ring (meta: the block's 16 elements of the group).
+template <class F>
+__device__ __forceinline__ uint32_t ring_meta_elem(const uint8_t* meta, int r) {
+  if constexpr (meta_bytes_of<F>() == 4) return reinterpret_cast<const uint32_t*>(meta)[r];
+  else return reinterpret_cast<const unsigned short*>(meta)[r];
+}
 
-template <class F, int RB, int CPW>
-__global__ void __launch_bounds__(kStreamThreads) gemv_stream_kernel(const GemvArgs a) {
+__device__ __forceinline__ void ring_consumers_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(32 * kRingConsumers) : "memory");
+}
+
+template <class F, int NT, int RB>
+__global__ void __launch_bounds__(kRingThreads, 1) gemv_ring_kernel(const GemvArgs a, const RingParams rp) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  static_assert(kMmaChunkBytes<F> == kStreamChunkBytes, "the stream kernel reads scales from the tile layout");
-  using C = StreamCfg<RB, CPW>;
-  extern __shared__ __align__(128) uint8_t smem[];  // ring [kStages][RB][kChunks][576], red, X [M][K]
-  __shared__ uint64_t full[C::kStages], empty[C::kStages];
-  float* red = reinterpret_cast<float*>(smem + C::kStages * C::kStageBytes);
-  __half* xs = reinterpret_cast<__half*>(smem + C::kStages * C::kStageBytes + C::kRedBytes);
+  constexpr RingShape kShape = ring_shape_of<F>();
+  constexpr int kChunkBytes = kShape.chunk_bytes, kGc = kShape.group_chunks;
+  constexpr int kMetaBlockBytes = 16 * kShape.meta_bytes;  // one block's elements of one group
+  const int nstages = rp.stages, chunks = kRingConsumers * rp.cpw;  // chunks per block and stage
+  const int code_bytes = RB * chunks * kChunkBytes;  // a stage's codes; its metadata follow
+  const int stage_bytes = ring_stage_bytes(kShape, RB, rp.cpw);
+  extern __shared__ __align__(128) uint8_t smem[];  // ring [nstages][stage_bytes], red, X [M][row]
+  __shared__ uint64_t full[kRingMaxStages], empty[kRingMaxStages], xbar[kRingXParts];
+  float* red = reinterpret_cast<float*>(smem + size_t(nstages) * stage_bytes);
+  uint8_t* xs = smem + size_t(nstages) * stage_bytes + ring_red_bytes(NT, RB);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int nchunks = a.K / 64, nblocks = (a.N + 15) / 16, blk0 = blockIdx.x * RB;
-  const int nstages = (nchunks + C::kChunks - 1) / C::kChunks;
+  const int nchunks = a.K / 64, nblocks = (a.N + 15) / 16, nunits = (nblocks + RB - 1) / RB;
+  const size_t xrow_bytes = ring_x_row_bytes(a.K);
   if (threadIdx.x == 0) {
-    for (int s = 0; s < C::kStages; ++s) tc::mbar_init(full + s, 1), tc::mbar_init(empty + s, kStreamConsumers);
+    for (int s = 0; s < nstages; ++s) tc::mbar_init(full + s, 1), tc::mbar_init(empty + s, kRingConsumers);
+    for (int p = 0; p < kRingXParts; ++p) tc::mbar_init(xbar + p, 1);
     tc::fence_mbar_init();
   }
   __syncthreads();
+  // The grid is at most one CTA per SM: once every CTA has started, the next kernel may launch its
+  // CTAs onto the SMs as this grid's leave them.
+  pdl_trigger();
 
-  if (warp == kStreamConsumers) {  // producer: the weights are constant, so no pdl_wait before them
-    if (lane >= RB) return;
-    const int blk = min(blk0 + lane, nblocks - 1);  // blocks past N re-read the last one
-    const uint8_t* src = a.q + size_t(blk) * nchunks * kStreamChunkBytes;
-    for (int s = 0; s < nstages; ++s) {
-      const int slot = s % C::kStages;
-      if (s >= C::kStages) tc::mbar_wait(empty + slot, (s / C::kStages - 1) & 1);
-      const int c0 = s * C::kChunks, nch = min(C::kChunks, nchunks - c0);
-      if (lane == 0) tc::mbar_expect_bytes(full + slot, RB * nch * kStreamChunkBytes);
-      if constexpr (RB > 1) __syncwarp((1u << RB) - 1);
-      tc::bulk_load(smem + slot * C::kStageBytes + lane * C::kChunks * kStreamChunkBytes,
-                    src + size_t(c0) * kStreamChunkBytes, nch * kStreamChunkBytes, full + slot);
-    }
+  if (warp == kRingConsumers) {  // producer
+    if (lane != 0) return;
+    bool x_sent = false;
+    auto send_x = [&] {  // X is the previous kernel's output: only after the wait
+      pdl_wait();
+      for (int p = 0; p < kRingXParts; ++p) {
+        const int k0 = 64 * ring_x_part_begin(p, nchunks), k1 = 64 * ring_x_part_begin(p + 1, nchunks);
+        if (k1 == k0) {
+          tc::mbar_arrive(xbar + p);
+          continue;
+        }
+        tc::mbar_expect_bytes(xbar + p, uint32_t(a.M) * uint32_t(k1 - k0) * 2u);
+        for (int m = 0; m < a.M; ++m)
+          tc::bulk_load(xs + m * xrow_bytes + size_t(k0) * 2, a.x + size_t(m) * a.K + k0, uint32_t(k1 - k0) * 2u,
+                        xbar + p);
+      }
+      x_sent = true;
+    };
+    int s = 0;
+    for (int u = blockIdx.x; u < nunits; u += gridDim.x)
+      for (int c0 = 0; c0 < nchunks; c0 += chunks, ++s) {
+        const int slot = s % nstages;
+        if (s >= nstages) {
+          if (!x_sent) send_x();
+          const uint32_t parity = (s / nstages - 1) & 1;
+          (rp.spin & 1) ? tc::mbar_wait_spin(empty + slot, parity) : tc::mbar_wait(empty + slot, parity);
+        }
+        const int nch = min(chunks, nchunks - c0);
+        uint8_t* st = smem + size_t(slot) * stage_bytes;
+        tc::mbar_expect_bytes(full + slot, RB * (nch * kChunkBytes + nch / kGc * kMetaBlockBytes));
+#pragma unroll
+        for (int b = 0; b < RB; ++b) {
+          const size_t blk = size_t(min(u * RB + b, nblocks - 1));  // blocks past N re-read the last one
+          tc::bulk_load(st + b * chunks * kChunkBytes, a.q + (blk * nchunks + c0) * kChunkBytes, nch * kChunkBytes,
+                        full + slot);
+          if constexpr (kMetaBlockBytes > 0)
+            tc::bulk_load(st + code_bytes + b * (chunks / kGc) * kMetaBlockBytes,
+                          a.scales + (blk * (nchunks / kGc) + c0 / kGc) * kMetaBlockBytes, nch / kGc * kMetaBlockBytes,
+                          full + slot);
+        }
+      }
+    if (!x_sent) send_x();
     return;
   }
 
-  pdl_wait();
-  {  // X into shared memory, by the consumer warps (named barrier 1: the producer does not join)
-    const uint4* src = reinterpret_cast<const uint4*>(a.x);
-    uint4* dst = reinterpret_cast<uint4*>(xs);
-    for (int i = threadIdx.x; i < a.M * a.K / 8; i += 32 * kStreamConsumers) dst[i] = __ldg(src + i);
-    asm volatile("bar.sync 1, %0;\n" ::"n"(32 * kStreamConsumers) : "memory");
-  }
+  pdl_wait();  // the outputs may still be read by the kernel before
   const int g = lane >> 2, t = lane & 3;
-  const bool xon = g < a.M;
-  const uint4* xrow = reinterpret_cast<const uint4*>(xs + size_t(min(g, a.M - 1)) * a.K + 8 * t);
-  float acc[RB][1][4], acc2[RB][1][4];
+  // This lane's B fragments: tiles 2h and 2h + 1 of token n * 8 + g at chunk c are xrow[n][8c + 4h]
+  // (gemv_mma_kernel's order); tokens past M read the last row (their columns are never stored).
+  const uint4* xrow[NT];
 #pragma unroll
-  for (int b = 0; b < RB; ++b)
+  for (int n = 0; n < NT; ++n)
+    xrow[n] = reinterpret_cast<const uint4*>(xs + size_t(min(n * 8 + g, a.M - 1)) * xrow_bytes) + t;
+  int x_ready = 0;  // column ranges of X known to have landed
+  constexpr int kVals = RB * NT * 4;
+  int s = 0;
+  for (int u = blockIdx.x; u < nunits; u += gridDim.x) {
+    float acc[RB][NT][4], acc2[RB][NT][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[b][0][i] = acc2[b][0][i] = 0.0f;
-
-  for (int s = 0; s < nstages; ++s) {
-    const int slot = s % C::kStages;
-    tc::mbar_wait(full + slot, (s / C::kStages) & 1);
+    for (int b = 0; b < RB; ++b)
 #pragma unroll
-    for (int cw = 0; cw < CPW; ++cw) {
-      const int i = warp + kStreamConsumers * cw, c = s * C::kChunks + i;  // chunk i of the stage
-      if (c >= nchunks) break;
-      uint4 wq[RB];
-      typename F::Meta meta[RB][2][2];
+      for (int n = 0; n < NT; ++n)
 #pragma unroll
-      for (int b = 0; b < RB; ++b) {
-        const uint8_t* ch = smem + slot * C::kStageBytes + (b * C::kChunks + i) * kStreamChunkBytes;
-        wq[b] = *reinterpret_cast<const uint4*>(ch + lane * 16);
-        const uint32_t* sc = reinterpret_cast<const uint32_t*>(ch + 512);
-        tile_meta<F>(sc[g], sc[g + 8], tile_scale_sel(t), meta[b]);
+        for (int i = 0; i < 4; ++i) acc[b][n][i] = acc2[b][n][i] = 0.0f;
+    for (int c0 = 0; c0 < nchunks; c0 += chunks, ++s) {
+      const int slot = s % nstages, nch = min(chunks, nchunks - c0);
+      while (x_ready < kRingXParts && ring_x_part_begin(x_ready, nchunks) < c0 + nch) tc::mbar_wait(xbar + x_ready++, 0);
+      const uint32_t parity = (s / nstages) & 1;
+      (rp.spin & 2) ? tc::mbar_wait_spin(full + slot, parity) : tc::mbar_wait(full + slot, parity);
+      const uint8_t* st = smem + size_t(slot) * stage_bytes;
+      for (int i = warp; i < nch; i += kRingConsumers) {  // chunk i of the stage
+        uint4 wq[RB];
+        typename F::Meta meta[RB][2][2];
+#pragma unroll
+        for (int b = 0; b < RB; ++b) {
+          const uint8_t* ch = st + (b * chunks + i) * kChunkBytes;
+          wq[b] = *reinterpret_cast<const uint4*>(ch + lane * 16);
+          if constexpr (F::kScaledH) {
+            tile_meta<F>(ring_scale_word<F>(ch + 512, g), ring_scale_word<F>(ch + 512, g + 8), tile_scale_sel(t), meta[b]);
+          } else {
+            const uint8_t* m = st + code_bytes + (b * (chunks / kGc) + i / kGc) * kMetaBlockBytes;
+            meta[b][0][0] = F::meta_of(ring_meta_elem<F>(m, g), a);
+            meta[b][1][0] = F::meta_of(ring_meta_elem<F>(m, g + 8), a);
+          }
+        }
+        const int c = c0 + i;
+        mma_chunk<F, NT, RB>(a, wq, meta, [&](int n, int h) { return xrow[n][8 * c + 4 * h]; }, acc, acc2);
       }
-      mma_chunk<F, 1, RB>(
-          a, wq, meta, [&](int, int h) { return xon ? xrow[8 * c + 4 * h] : make_uint4(0u, 0u, 0u, 0u); }, acc, acc2);
+      __syncwarp();
+      if (lane == 0) tc::mbar_arrive(empty + slot);
     }
-    __syncwarp();
-    if (lane == 0) tc::mbar_arrive(empty + slot);
+    ring_consumers_sync();  // every warp has read the previous unit's sums
+#pragma unroll
+    for (int b = 0; b < RB; ++b)
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[(warp * kVals + (b * NT + n) * 4 + i) * 32 + lane] = acc[b][n][i] + acc2[b][n][i];
+    ring_consumers_sync();
+    mma_store_sums<F, NT, RB, kRingConsumers>(a, red, warp, lane, u * RB);
   }
-
-  // Only now may the next kernel's CTAs start: launched earlier, they would hold shared memory and
-  // SM slots that this grid's later CTAs need, and a next stream GEMV's producers would start
-  // reading their weights beside this one's (e2e batch 1 measured 5% slower with the trigger at
-  // the top).
-  pdl_trigger();
-  constexpr int kVals = RB * 4;
-#pragma unroll
-  for (int b = 0; b < RB; ++b)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) red[(warp * kVals + b * 4 + i) * 32 + lane] = acc[b][0][i] + acc2[b][0][i];
-  asm volatile("bar.sync 1, %0;\n" ::"n"(32 * kStreamConsumers) : "memory");
-  mma_store_sums<F, 1, RB, kStreamConsumers>(a, red, warp, lane, blk0);
 #endif
 }
 
-template <class F, int RB, int CPW>
-void launch_stream_config(const GemvArgs& a, cudaStream_t s) {
-  const size_t smem = StreamCfg<RB, CPW>::smem_bytes(a.M, a.K);
-  // Once per kernel (the largest size stream_fits allows), so that launches inside a CUDA-graph
-  // capture make no attribute calls.
+template <class F, int NT, int RB>
+void launch_ring_config(const GemvArgs& a, cudaStream_t s) {
+  constexpr RingShape kShape = ring_shape_of<F>();
+  const RingParams rp = ring_params(kShape, NT, RB, a.M, a.K);  // stages > 0: the dispatcher checked
+  // Once per kernel (the opt-in limit), so that launches inside a CUDA-graph capture make no
+  // attribute calls.
   static const bool raised = [] {
-    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(gemv_stream_kernel<F, RB, CPW>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, kStreamSmemLimit));
-    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(gemv_stream_kernel<F, RB, CPW>,
-                                           cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+    NIBBLE_CUDA_CHECK(cudaFuncSetAttribute(gemv_ring_kernel<F, NT, RB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(kRingSmemLimit)));
     return true;
   }();
   (void)raised;
-  const dim3 grid((a.N + 16 * RB - 1) / (16 * RB));
-  launch_pdl(gemv_stream_kernel<F, RB, CPW>, grid, kStreamThreads, smem, s, a);
+  const int units = ((a.N + 15) / 16 + RB - 1) / RB;
+  const dim3 grid(unsigned(std::min(units, tc::sm_count())));
+  launch_pdl(gemv_ring_kernel<F, NT, RB>, grid, kRingThreads,
+             ring_smem_bytes(kShape, NT, RB, rp.cpw, a.M, a.K, rp.stages), s, a, rp);
 }
 
-// a.mma_row_blocks 16-row blocks per CTA (1, 2, 4); the caller checked stream_fits.
-template <class F>
+// a.mma_row_blocks 16-row blocks per unit (1 or 2), one or two token tiles; the caller checked
+// stream_kernel_fits.
+template <class F, WeightKind kKind>
 void launch_gemv_stream(const GemvArgs& a, cudaStream_t s) {
-  switch (a.mma_row_blocks) {
-    case 1: launch_stream_config<F, 1, kStreamCpw>(a, s); break;
-    case 2: launch_stream_config<F, 2, kStreamCpw>(a, s); break;
-    default: launch_stream_config<F, 4, kStreamCpw>(a, s); break;
-  }
+  static_assert(same_ring_shape(ring_shape_of<F>(), ring_shape(kKind)), "gemv_args.h ring_shape disagrees with the policy");
+  const bool two = a.M > 8;
+  if (a.mma_row_blocks == 1) two ? launch_ring_config<F, 2, 1>(a, s) : launch_ring_config<F, 1, 1>(a, s);
+  else two ? launch_ring_config<F, 2, 2>(a, s) : launch_ring_config<F, 1, 2>(a, s);
 }
 
 }  // namespace nibble::cuda::detail

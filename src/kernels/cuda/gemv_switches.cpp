@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <cstring>
 
+
 #include "gemv_args.h"
 
 namespace nibble::cuda::detail {
@@ -22,6 +23,24 @@ int persistent_gemv_rows_override() {
                           : env_is("NIBBLE_GEMV_PERSISTENT_ROWS", "2") ? 2
                                                                        : 0;
   return rows;
+}
+
+// Four chunks per warp and stage where they fit: the first stream kernel (eight consumers, NVFP4,
+// H100) measured 4 best against 1 and 2 (docs/perf/gemv-stream-2026-11-23.md); this one ran at 1 on
+// the H200 only (docs/perf/ring16-2026-12-01.md).
+RingParams ring_params(const RingShape& sh, int NT, int RB, int M, int K) {
+  static const int max_cpw = [] {
+    const char* e = std::getenv("NIBBLE_RING_CPW");
+    return e && (std::atoi(e) == 1 || std::atoi(e) == 2) ? std::atoi(e) : 4;
+  }();
+  static const int spin = [] {
+    const char* e = std::getenv("NIBBLE_RING_SPIN");
+    return e ? std::atoi(e) & 3 : 0;
+  }();
+  RingParams p;
+  for (int cpw = max_cpw; cpw >= 1 && p.stages == 0; cpw /= 2) p.cpw = cpw, p.stages = ring_stages(sh, NT, RB, cpw, M, K);
+  p.spin = spin;
+  return p;
 }
 
 bool gemv_norm_fusable(int M, int K, int k_splits) {

@@ -68,12 +68,13 @@ std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, 
   return out;
 }
 
-std::vector<uint8_t> repack_group_major(const std::vector<uint8_t>& meta, int64_t N, int64_t groups) {
+std::vector<uint8_t> repack_block_major(const std::vector<uint8_t>& meta, int64_t N, int64_t groups) {
   const size_t elem = meta.size() / size_t(N * groups);
-  std::vector<uint8_t> out(meta.size());
+  std::vector<uint8_t> out(size_t((N + 15) / 16 * 16 * groups) * elem, 0);
   for (int64_t r = 0; r < N; ++r)
     for (int64_t gi = 0; gi < groups; ++gi)
-      std::memcpy(out.data() + size_t(gi * N + r) * elem, meta.data() + size_t(r * groups + gi) * elem, elem);
+      std::memcpy(out.data() + size_t((r / 16 * groups + gi) * 16 + r % 16) * elem,
+                  meta.data() + size_t(r * groups + gi) * elem, elem);
   return out;
 }
 

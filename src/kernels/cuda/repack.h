@@ -33,9 +33,10 @@ std::vector<uint8_t> repack_mma_tiles(const std::vector<uint8_t>& q, int64_t N, 
                                       const std::vector<uint8_t>* chunk_scales = nullptr, int scale_bytes = 0);
 
 // Row-major per-group metadata [N][groups] (elements of meta.size() / (N * groups) bytes) ->
-// group-major [groups][N]: the tile kernels of the FP32-scaled formats read the words of 8
-// consecutive rows of one group, one sector instead of 8.
-std::vector<uint8_t> repack_group_major(const std::vector<uint8_t>& meta, int64_t N, int64_t groups);
+// block-major [ceil(N / 16)][groups][16 rows] (rows past N zero): the tile kernels of the
+// FP32-scaled formats read the elements of 8 consecutive rows of one group, one sector instead of
+// 8, and the streaming kernel copies a row block's groups of a K range as one span.
+std::vector<uint8_t> repack_block_major(const std::vector<uint8_t>& meta, int64_t N, int64_t groups);
 
 // NF4's tile layout (gemv_nf4.cu): in every 32-bit code word of repack_mma_tiles' output, the
 // codes of decode pair p (nibbles p and p + 4) move to nibbles 2p and 2p + 1. In place.
