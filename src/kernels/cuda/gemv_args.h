@@ -153,9 +153,9 @@ void launch_mma_int4_g128(const GemvArgs&, cudaStream_t);
 void launch_mma_nf4(const GemvArgs&, cudaStream_t);
 
 // Streaming tensor-core GEMV (sm_90, M <= 16; gemv_stream.cuh) over the same layout, every format
-// with one. Its shared memory per CTA: a ring of stages (per 16-row block, 16 chunks of the tile
-// layout and the FP32-scaled formats' metadata of their groups), the reduction, X [M, K].
-constexpr int kRingConsumers = 16;  // consumer warps; a stage holds one chunk per consumer and block
+// with one. Its shared memory per CTA: a ring of stages (per 16-row block, 16 x cpw chunks of the
+// tile layout and the FP32-scaled formats' metadata of their groups), the reduction, X [M, K].
+constexpr int kRingConsumers = 16;  // consumer warps; a stage holds cpw chunks per consumer and block
 constexpr int kRingThreads = 32 * (kRingConsumers + 1);
 constexpr int kRingMaxStages = 8;
 constexpr int kRingXParts = 4;       // X lands in this many column ranges, each with its own barrier

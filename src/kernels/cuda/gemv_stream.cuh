@@ -40,17 +40,13 @@ constexpr RingShape ring_shape_of() {
   return {kMmaChunkBytes<F>, meta_bytes_of<F>(), F::kScaledH ? 1 : F::kGroupK / 64};
 }
 
-// Row r's scale bytes of a chunk in the ring (scales: the chunk's bytes after its codes).
-template <class F>
-__device__ __forceinline__ uint32_t ring_scale_word(const uint8_t* scales, int r) {
-  if constexpr (F::kTileScaleBytes == 4) return reinterpret_cast<const uint32_t*>(scales)[r];
-  else return reinterpret_cast<const unsigned short*>(scales)[r];
-}
-// Row r's metadata element of one group in the ring (meta: the block's 16 elements of the group).
-template <class F>
-__device__ __forceinline__ uint32_t ring_meta_elem(const uint8_t* meta, int r) {
-  if constexpr (meta_bytes_of<F>() == 4) return reinterpret_cast<const uint32_t*>(meta)[r];
-  else return reinterpret_cast<const unsigned short*>(meta)[r];
+// Row r's element of kBytes (4 or 2) in a ring's per-row array: a chunk's scales after its codes,
+// or one group's metadata of a block.
+template <int kBytes>
+__device__ __forceinline__ uint32_t ring_row_elem(const uint8_t* rows, int r) {
+  static_assert(kBytes == 4 || kBytes == 2, "ring row elements are 4 or 2 bytes");
+  if constexpr (kBytes == 4) return reinterpret_cast<const uint32_t*>(rows)[r];
+  else return reinterpret_cast<const unsigned short*>(rows)[r];
 }
 
 __device__ __forceinline__ void ring_consumers_sync() {
@@ -161,11 +157,12 @@ __global__ void __launch_bounds__(kRingThreads, 1) gemv_ring_kernel(const GemvAr
           const uint8_t* ch = st + (b * chunks + i) * kChunkBytes;
           wq[b] = *reinterpret_cast<const uint4*>(ch + lane * 16);
           if constexpr (F::kScaledH) {
-            tile_meta<F>(ring_scale_word<F>(ch + 512, g), ring_scale_word<F>(ch + 512, g + 8), tile_scale_sel(t), meta[b]);
+            constexpr int kB = F::kTileScaleBytes;
+            tile_meta<F>(ring_row_elem<kB>(ch + 512, g), ring_row_elem<kB>(ch + 512, g + 8), tile_scale_sel(t), meta[b]);
           } else {
             const uint8_t* m = st + code_bytes + (b * (chunks / kGc) + i / kGc) * kMetaBlockBytes;
-            meta[b][0][0] = F::meta_of(ring_meta_elem<F>(m, g), a);
-            meta[b][1][0] = F::meta_of(ring_meta_elem<F>(m, g + 8), a);
+            meta[b][0][0] = F::meta_of(ring_row_elem<kShape.meta_bytes>(m, g), a);
+            meta[b][1][0] = F::meta_of(ring_row_elem<kShape.meta_bytes>(m, g + 8), a);
           }
         }
         const int c = c0 + i;

@@ -31,7 +31,8 @@ int persistent_gemv_rows_override() {
 RingParams ring_params(const RingShape& sh, int NT, int RB, int M, int K) {
   static const int max_cpw = [] {
     const char* e = std::getenv("NIBBLE_RING_CPW");
-    return e && (std::atoi(e) == 1 || std::atoi(e) == 2) ? std::atoi(e) : 4;
+    const int v = e ? std::atoi(e) : 0;
+    return v == 1 || v == 2 ? v : 4;
   }();
   static const int spin = [] {
     const char* e = std::getenv("NIBBLE_RING_SPIN");
