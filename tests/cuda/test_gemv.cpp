@@ -541,6 +541,8 @@ TEST(GemvTuning, HeuristicEngines) {
   EXPECT_EQ(default_choice("nvfp4", 4096, 4096, 2).engine, Engine::tensor_cores);
   EXPECT_EQ(default_choice("nf4", 4096, 4096, 1).engine, Engine::tensor_cores);  // faster there from one row
   EXPECT_EQ(default_choice("nf4", 4128, 4096, 1).engine, Engine::cuda_cores);  // no tile layout: K % 64
+  EXPECT_EQ(default_choice("int4-g128", 14336, 4096, 1).engine, Engine::tensor_cores);  // long rows at one row
+  EXPECT_EQ(default_choice("int4-g128", 4096, 28672, 1).engine, Engine::cuda_cores);
   EXPECT_EQ(default_choice("razer-fp3-g128", 4096, 4096, 4).engine, Engine::cuda_cores);  // no tensor-core kernel
 }
 

@@ -104,9 +104,14 @@ constexpr int kDefaultRowsPerWarp = 2;  // CUDA cores, the heuristic's rows per 
 // NF4 takes the tensor cores from one row on: its CUDA-core GEMV looks each weight up in a
 // shared-memory table, and its tensor-core one (levels by byte permutes) measured 1.12-1.22x faster
 // at one row on the four Llama-3.1-8B shapes (H100, docs/perf/fp4-g128-bits-2026-11-27.md).
+//
+// INT4-g128's long rows (down projections, K >= 8192) take the tensor cores at one row too: the
+// 2-CTA cluster against the CUDA-core split (H200, 8-layer Llama-3.1-8B shape, batch 1, two
+// passes: 1342 / 1338 -> 1379 / 1382 tokens/s; alone 11.4 against 12.6 us; the same switch made
+// mxfp4 and nvfp4 1-2% slower and fp4-g128 level, docs/perf/int4-down-tc-2026-12-01.md).
 TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M) {
   TunedChoice c;
-  const bool tensor_rows = M >= 2 || format == "nf4";
+  const bool tensor_rows = M >= 2 || format == "nf4" || (format == "int4-g128" && K >= 8192);
   c.engine = tensor_rows && format != "razer-fp3-g128" && K % 64 == 0 ? Engine::tensor_cores : Engine::cuda_cores;
   c.fp4_decode = Fp4Decode::bits;
   c.rows_per_warp = kDefaultRowsPerWarp;
