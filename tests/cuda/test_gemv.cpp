@@ -546,5 +546,24 @@ TEST(GemvTuning, HeuristicEngines) {
   EXPECT_EQ(default_choice("razer-fp3-g128", 4096, 4096, 4).engine, Engine::cuda_cores);  // no tensor-core kernel
 }
 
+// At 9-16 tokens: one row block where two leave more CTA slots empty, and for fp4-g128 / nvfp4 where
+// both fill them (what `nibble tune --m 16` picked on the H200; the SM count is the device's or 132).
+TEST(GemvTuning, HeuristicRowBlocksAtSixteenTokens) {
+  int dev = 0, sms = 132;  // the heuristic's count without a device
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    sms = 132, (void)cudaGetLastError();
+  if (sms != 132) GTEST_SKIP() << "the expected picks are for 132 SMs, this GPU has " << sms;
+  for (const char* f : {"int4-g128", "nvfp4", "mxfp4", "fp4-g128", "nf4", "nvfp4-razer", "razer-fp4-g128"}) {
+    const bool one_where_full = std::string_view(f) == "fp4-g128" || std::string_view(f) == "nvfp4";
+    EXPECT_EQ(default_choice(f, 4096, 6144, 16).row_blocks, 1) << f;  // q/k/v: 384 CTAs, not 192
+    const TunedChoice o = default_choice(f, 4096, 4096, 16);
+    EXPECT_EQ(o.row_blocks, 2) << f;  // o: 128 CTAs x 2 splits fill more than 256 unsplit
+    EXPECT_EQ(o.k_splits, 2) << f;
+    EXPECT_EQ(default_choice(f, 4096, 28672, 16).row_blocks, one_where_full ? 1 : 2) << f;
+    EXPECT_EQ(default_choice(f, 14336, 4096, 16).row_blocks, 2) << f;  // long rows
+    EXPECT_EQ(default_choice(f, 4096, 6144, 8).row_blocks, 2) << f;   // up to 8 tokens unchanged
+  }
+}
+
 }  // namespace
 }  // namespace nibble::cuda

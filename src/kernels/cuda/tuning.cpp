@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,23 @@ int sm_count() {
 }
 
 constexpr int kDefaultRowsPerWarp = 2;  // CUDA cores, the heuristic's rows per warp
+
+// The tensor-core GEMV's CTAs at one K split (row_blocks 16-row blocks each) and the CTA slots the
+// SMs hold for it at once.
+struct TcGrid {
+  int64_t ctas, slots;
+};
+TcGrid tc_grid(int64_t N, int M, int row_blocks) {
+  return {(N + 16 * row_blocks - 1) / (16 * row_blocks),
+          int64_t(sm_count()) * detail::mma_ctas_per_sm(M > 8 ? 2 : 1, row_blocks)};
+}
+
+// The share of those slots (at most all) that the grid fills with the heuristic's K splits.
+double tc_slot_fill(std::string_view format, int64_t K, int64_t N, int M, int row_blocks) {
+  const TcGrid g = tc_grid(N, M, row_blocks);
+  const int ks = default_k_splits(Engine::tensor_cores, format, K, N, M, row_blocks);
+  return std::min(1.0, double(g.ctas * ks) / double(g.slots));
+}
 }  // namespace
 
 // The rule the H100 tuning table follows (docs/perf/kernels-tuning-h100.json: 52 of its 64 M = 1
@@ -119,6 +137,17 @@ TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M)
   // both), as the H100 sweep found best on most shapes (docs/perf/tune-2026-11-23.md); long rows
   // (down projections) take two blocks split over a cluster at any M (docs/perf/gemv-cluster-2026-11-23.md).
   c.row_blocks = M <= 4 && K < 8192 ? 1 : 2;
+  // At 9-16 tokens (two token tiles), one block where two would leave more of the SMs' CTA slots
+  // empty (q/k/v of Llama-3.1-8B: 192 CTAs of 2 blocks for 264 slots), and for fp4-g128 and nvfp4
+  // wherever one block fills them too (gate/up alone at 16 tokens: fp4-g128 28.4 against 35.2 us,
+  // nvfp4 31.5 / 31.8). H200, `nibble tune --m 16` on the four Llama-3.1-8B shapes picked exactly
+  // these for every tile format (but nf4's o: 1 K split); its tables end to end, 8-layer model,
+  // batch 16, two passes: fp4-g128 +5.9%, razer-fp4-g128 +1.7%, nvfp4 +1.5%, mxfp4 +1.4%,
+  // nvfp4-razer +0.9%, nf4 +0.5%, int4-g128 -0.5% (docs/perf/int4-down-tc-2026-12-01.md).
+  if (c.engine == Engine::tensor_cores && M > 8 && K < 8192) {
+    const double one = tc_slot_fill(format, K, N, M, 1), two = tc_slot_fill(format, K, N, M, 2);
+    if (one > two || (one == two && (format == "fp4-g128" || format == "nvfp4"))) c.row_blocks = 1;
+  }
   c.k_splits = default_k_splits(c.engine, format, K, N, M, c.row_blocks);
   // NVFP4 at one row where 2-row CTAs would not all be resident (gate/up): the plain grid of 4 rows
   // per warp, not the persistent kernel (H200, 8-layer Llama-3.1-8B shape, batch 1, two passes,
@@ -134,10 +163,9 @@ int default_k_splits(Engine engine, std::string_view format, int64_t K, int64_t 
   if (engine == Engine::tensor_cores) {
     // clusters of CTAs on one row group, doubling while the grid still fits the SMs' CTA slots at
     // once and each CTA keeps at least 2048 elements of a row
-    const int64_t ctas = (N + 16 * row_blocks - 1) / (16 * row_blocks);
-    const int64_t slots = int64_t(sm_count()) * detail::mma_ctas_per_sm(M > 8 ? 2 : 1, row_blocks);
+    const TcGrid g = tc_grid(N, M, row_blocks);
     int ks = 1;
-    while (ks < 4 && ctas * ks * 2 <= slots && K >= 2048 * ks * 2) ks *= 2;
+    while (ks < 4 && g.ctas * ks * 2 <= g.slots && K >= 2048 * ks * 2) ks *= 2;
     return ks;
   }
   // CUDA cores: a warp step covers 2048 elements of a row (32 lanes x 2 chunks of 32; FP3: 32 x 128;
