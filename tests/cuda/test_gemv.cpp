@@ -547,12 +547,10 @@ TEST(GemvTuning, HeuristicEngines) {
 }
 
 // At 9-16 tokens: one row block where two leave more CTA slots empty, and for fp4-g128 / nvfp4 where
-// both fill them (what `nibble tune --m 16` picked on the H200; the SM count is the device's or 132).
+// both fill them (what `nibble tune --m 16` picked on the H200, which has 132 SMs).
 TEST(GemvTuning, HeuristicRowBlocksAtSixteenTokens) {
-  int dev = 0, sms = 132;  // the heuristic's count without a device
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    sms = 132, (void)cudaGetLastError();
-  if (sms != 132) GTEST_SKIP() << "the expected picks are for 132 SMs, this GPU has " << sms;
+  if (heuristic_sm_count() != 132)
+    GTEST_SKIP() << "the expected picks are for 132 SMs, this GPU has " << heuristic_sm_count();
   for (const char* f : {"int4-g128", "nvfp4", "mxfp4", "fp4-g128", "nf4", "nvfp4-razer", "razer-fp4-g128"}) {
     const bool one_where_full = std::string_view(f) == "fp4-g128" || std::string_view(f) == "nvfp4";
     EXPECT_EQ(default_choice(f, 4096, 6144, 16).row_blocks, 1) << f;  // q/k/v: 384 CTAs, not 192

@@ -35,11 +35,15 @@ struct TuningEntry {
 
 // The table's entry for this case, else the heuristic (exact M match; else the heuristic).
 TunedChoice tuned_choice(std::string_view format, int64_t K, int64_t N, int M);
-// The heuristic alone: tensor cores for M >= 2 where there is a tile layout (never the stream
-// kernel: faster alone, slower inside a model, docs/kernels.md); on CUDA cores 2 rows
-// per warp and the fewest K splits that launch ~2 CTAs per SM and leave each split at most 8192
-// elements of a row, never a split shorter than one full step (2048 elements).
+// The heuristic alone: tensor cores for M >= 2 where there is a tile layout (and at one row for
+// nf4 and int4-g128's long rows; never the stream kernel: docs/kernels.md), one row block up to 4
+// tokens and two after (at 9-16 tokens: the count that fills more of the SMs' CTA slots, see
+// tuning.cpp); on CUDA cores 2 rows per warp and the fewest K splits that launch ~2 CTAs per SM
+// and leave each split at most 8192 elements of a row, never a split shorter than one full step
+// (2048 elements).
 TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M);
+// The SM count the heuristic plans for: the current device's, or 132 (an H100 SXM) without one.
+int heuristic_sm_count();
 // The heuristic's K splits for one engine and launch shape: CUDA cores, see above; tensor cores,
 // CTAs per cluster (1, 2, 4) doubled while the grid still fits the SMs at once and each CTA keeps
 // at least 2048 elements of a row; the stream kernel, 1.

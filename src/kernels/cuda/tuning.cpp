@@ -84,8 +84,7 @@ std::string_view fp4_decode_name(Fp4Decode d) {
   }
 }
 
-namespace {
-int sm_count() {
+int heuristic_sm_count() {
   static const int n = [] {
     int dev = 0, v = 0;
     if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
@@ -96,6 +95,7 @@ int sm_count() {
   return n;
 }
 
+namespace {
 constexpr int kDefaultRowsPerWarp = 2;  // CUDA cores, the heuristic's rows per warp
 
 // The tensor-core GEMV's CTAs at one K split (row_blocks 16-row blocks each) and the CTA slots the
@@ -105,7 +105,7 @@ struct TcGrid {
 };
 TcGrid tc_grid(int64_t N, int M, int row_blocks) {
   return {(N + 16 * row_blocks - 1) / (16 * row_blocks),
-          int64_t(sm_count()) * detail::mma_ctas_per_sm(M > 8 ? 2 : 1, row_blocks)};
+          int64_t(heuristic_sm_count()) * detail::mma_ctas_per_sm(M > 8 ? 2 : 1, row_blocks)};
 }
 
 // The share of those slots (at most all) that the grid fills with the heuristic's K splits.
@@ -153,7 +153,8 @@ TunedChoice default_choice(std::string_view format, int64_t K, int64_t N, int M)
   // per warp, not the persistent kernel (H200, 8-layer Llama-3.1-8B shape, batch 1, two passes,
   // two calls: 1228 / 1229 -> 1256 / 1257 and 1231 / 1233 -> 1259 / 1262 tokens/s; gate/up alone
   // 26.3 -> 23.4 us; docs/perf/fused-norm-2026-11-29.md).
-  if (M == 1 && format == "nvfp4" && c.engine == Engine::cuda_cores && c.k_splits == 1 && N > int64_t(64) * sm_count())
+  if (M == 1 && format == "nvfp4" && c.engine == Engine::cuda_cores && c.k_splits == 1 &&
+      N > int64_t(64) * heuristic_sm_count())
     c.rows_per_warp = 4;
   return c;
 }
@@ -171,7 +172,7 @@ int default_k_splits(Engine engine, std::string_view format, int64_t K, int64_t 
   // CUDA cores: a warp step covers 2048 elements of a row (32 lanes x 2 chunks of 32; FP3: 32 x 128;
   // FP16: 32 x 2 chunks of 8)
   const int64_t step = format == "razer-fp3-g128" ? 4096 : format == "fp16" ? 512 : 2048;
-  const int64_t want_ctas = 15 * int64_t(sm_count()) / 8;
+  const int64_t want_ctas = 15 * int64_t(heuristic_sm_count()) / 8;
   int splits = 1;
   for (int ks : {1, 2, 4, 8}) {
     if (ks > 1 && K < step * ks) break;
