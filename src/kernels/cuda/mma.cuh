@@ -1,6 +1,7 @@
 #pragma once
 // Warp-level tensor-core primitives (sm_80+) shared by the 16-token GEMV (gemv_mma.cuh) and decode
-// attention (ops_attention_decode_tc.cu): the fp16 m16n8k16 mma and the ldmatrix fragment loads.
+// attention (ops_attention_decode_tc.cu): the fp16 m16n8k16 mma, the ldmatrix fragment loads and
+// the in-register transpose.
 #include <cstdint>
 
 #include "gemm_core.cuh"
@@ -28,6 +29,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(tc::smem_addr(p)));
+}
+
+// The transpose of an 8x8 fp16 matrix held as C fragments (lane l: row l / 4, columns 2 (l % 4)
+// and + 1): lane l then holds row l / 4 of the transpose.
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
 }
 
 }  // namespace nibble::cuda::detail

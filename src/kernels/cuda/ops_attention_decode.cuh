@@ -147,9 +147,9 @@ __device__ __forceinline__ void combine_if_last(const DecodeArgs& a, int b, int 
 }
 
 // The tensor-core kernel (ops_attention_decode_tc.cu): its query heads per CTA for a group size
-// (the largest divisor <= 16), its keys per chunk (a multiple of its 64-key tile) for
-// ctas_per_chunk CTAs per chunk index and whether a sequence's chunks combine in a cluster, and
-// its launch (sets a.prewait from its occupancy).
+// (the largest divisor <= 8, the mma tile's 8 columns), its keys per chunk (a multiple of its
+// 64-key tile) for ctas_per_chunk CTAs per chunk index and whether a sequence's chunks combine in
+// a cluster, and its launch (sets a.prewait from its occupancy).
 struct TcPlan {
   int chunk;
   bool cluster;

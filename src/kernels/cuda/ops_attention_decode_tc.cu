@@ -1,13 +1,19 @@
-// Split-K decode attention on tensor cores (sm_80+). The a.hpc (<= 16) query heads of a CTA are the
-// 16 rows of an mma.m16n8k16 tile (rows past a.hpc are zero): per 64-key tile of the chunk each of
-// the four warps takes 16 keys, computes their scores Q.K^T (D / 16 mma steps x two 8-key column
-// tiles, K fragments by ldmatrix from shared memory), updates its own running max and sum per head
-// (online softmax in registers), and adds P.V (P split into an fp16 high and low part, so the
-// probabilities keep ~22 bits as in the FP32 kernel; V fragments by transposing ldmatrix). The
-// warps merge their partials once, at the chunk's end. Against the CUDA-core kernel (one 16-lane
-// dot product and shuffle reduction per key and head, three CTA barriers per tile) it issues a
-// fraction of the instructions per key, which is what limited that kernel at 16 and 64 sequences
-// (ncu at batch 16: 37% issue-busy at 21% occupancy, DRAM 40%).
+// Split-K decode attention on tensor cores (sm_80+). Per 64-key tile of the chunk each of the
+// four warps takes 16 keys and works on the transposed products, keys and head dims as the mma's
+// 16 rows, the CTA's a.hpc (<= 8) query heads as its 8 columns (columns past a.hpc are zero):
+// S^T = K.Q^T (D / 16 mma steps, K the A operand by ldmatrix from shared memory, Q^T the B operand
+// in registers), the running max and sum per head (online softmax in registers), then
+// (P.V)^T += V^T.P^T (D / 16 row tiles, V^T by transposing ldmatrix; P^T's B fragments from S^T's
+// C fragments by an in-register 8x8 transpose, movmatrix; P split into an fp16 high and low part,
+// so the probabilities keep ~22 bits as in the FP32 kernel). The warps merge their partials once,
+// at the chunk's end. Against heads as the 16 rows (of which Llama's group of 4 filled 4) this
+// issues half the mma and keeps half the accumulators: 124-138 registers a thread where that took
+// 166-222, and end to end (8-layer Llama-3.1-8B shape, int4-g128, same call, two passes) batch 1
+// +1.8%, batch 4 +2.0%, batch 16 +0.6%, batch 64 +0.3% (docs/perf/attn-transposed-2026-12-01.md).
+// Against the CUDA-core kernel (one 16-lane dot product and shuffle reduction per key and head,
+// three CTA barriers per tile) it issues a fraction of the instructions per key, which is what
+// limited that kernel at 16 and 64 sequences (ncu at batch 16: 37% issue-busy at 21% occupancy,
+// DRAM 40%).
 // Tiles arrive by cp.async, several in flight. FP16 rows are stored with their 16-byte units
 // XOR-swizzled by row (unit u of row r at u ^ (r % 8)) so that the eight rows an ldmatrix reads hit
 // distinct banks. E4M3 rows arrive as codes with their row scales; each warp converts its 16 rows
@@ -37,6 +43,7 @@ using cuda::detail::half2_bits;
 using cuda::detail::ldmatrix_x4;
 using cuda::detail::ldmatrix_x4_trans;
 using cuda::detail::mma_16816;
+using cuda::detail::movmatrix_trans;
 using tc::cp_async16;
 using tc::cp_async_commit;
 using tc::cp_async_wait;
@@ -58,9 +65,10 @@ constexpr int kTcStagesE4m3 = 2;
 // warps' merge at the end reuses all of it.
 template <class Kv, int D, int S>
 struct TcSmem {
-  // The merge's floats: each warp's P.V and (max, sum) per row, then (kCluster) the chunk's partial
-  // [16][D] and its (max, sum) [16].
-  static constexpr size_t kMergeFloats = size_t(kWarps) * 16 * (D + 2) + 16 * (D + 2);
+  // The merge's floats: each warp's P.V (rows of kSoStride) and (max, sum) per head, then
+  // (kCluster) the chunk's partial [16][D] and its (max, sum) [16].
+  static constexpr int kSoStride = D + 4;
+  static constexpr size_t kMergeFloats = size_t(kWarps) * 8 * (kSoStride + 2) + 16 * (D + 2);
   static constexpr int kRowBytes = D * Kv::kElemBytes;
   static constexpr int kCopies = kRowBytes / 16;  // 16-byte copies per row
   static constexpr int kTileBytes = kTcKeys * kRowBytes;
@@ -119,7 +127,6 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
   using L = TcSmem<Kv, D, S>;
   constexpr int kCpr = D * 2 / 16;        // 16-byte units per key row in FP16 (8 or 16)
   constexpr int kUnits = kTcKeys * kCpr;  // per FP16 tile of K (or V)
-  constexpr int kNt = D / 8;              // 8-wide column tiles of the output
   extern __shared__ __align__(16) uint8_t smem[];
   const int b = blockIdx.z, heads_blocks = a.group / a.hpc;
   const int g = blockIdx.y / heads_blocks, h0 = g * a.group + (blockIdx.y % heads_blocks) * a.hpc;
@@ -188,24 +195,23 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
       if (threadIdx.x >= 64 && threadIdx.x < 66) fresh_sc = __ldcg((threadIdx.x == 64 ? kv.ks : kv.vs) + pr);
   }
 
-  // Q as A fragments (row = head h0 + row, k = head dim), zero past a.hpc; scaled in FP32 later.
-  uint32_t qa[D / 16][4];
+  // Q^T as B fragments (k = head dim, n = head h0 + gr), zero past a.hpc; scaled in FP32 later.
+  uint32_t qb[D / 16][2];
   {
-    const uint16_t* q = a.q + (int64_t(b) * a.nh + h0) * D;
-    auto q2 = [&](int row, int k) {
-      return row < a.hpc ? __ldcg(reinterpret_cast<const unsigned*>(q + int64_t(row) * D + k)) : 0u;
-    };
+    const unsigned* q = reinterpret_cast<const unsigned*>(a.q + (int64_t(b) * a.nh + h0 + gr) * D);
+    const bool head_ok = gr < a.hpc;
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
-      const int k = 16 * ks + 2 * tq;
-      qa[ks][0] = q2(gr, k), qa[ks][1] = q2(gr + 8, k), qa[ks][2] = q2(gr, k + 8), qa[ks][3] = q2(gr + 8, k + 8);
+      const int k2 = 8 * ks + tq;  // pairs of the head dim
+      qb[ks][0] = head_ok ? __ldcg(q + k2) : 0u, qb[ks][1] = head_ok ? __ldcg(q + k2 + 4) : 0u;
     }
   }
 
-  // This warp's running state for rows gr and gr + 8: max (base 2), this lane's part of the sum,
-  // and P.V as C fragments (column tile j: d = 8 j + 2 tq, + 1).
+  // This warp's running state for heads 2 tq and 2 tq + 1 (the columns of S^T): max (base 2),
+  // this lane's part of the sum (its keys gr and gr + 8 of each tile), and (P.V)^T as C fragments
+  // (row tile j: d = 16 j + gr, + 8; columns the two heads).
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  float o[kNt][4] = {};
+  float o[D / 16][4] = {};
   for (int t = 0; t < tiles; ++t) {
     cp_async_wait<S - 1>();
     if (t < S && pr >= 0 && pr / kTcKeys == t) {
@@ -240,66 +246,63 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
       }
       const float* kscale = scales + (t % S) * 2 * kTcKeys + 16 * warp;  // E4M3 only
       const float* vscale = kscale + kTcKeys;
-      // Scores of 16 keys: column tile j holds keys 16 warp + 8 j + 2 tq (+1).
-      float sc[2][4] = {};
+      // S^T for the warp's 16 keys (rows) and 8 heads (columns): sc[e] is key key0 + gr + 8 (e / 2),
+      // head 2 tq + e % 2. K is the A operand (ldmatrix: matrices keys 0-7 | 8-15 x d 16 kk + 0-7 |
+      // 8-15), Q^T the B one; even and odd steps in two accumulators (shorter mma chains).
+      float sc[4] = {}, sc_odd[4] = {};
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t kb[4];  // ldmatrix: matrices (keys 0-7 | 8-15) x (d 16 kk + 0-7 | 8-15)
-        const int r = rb + (lane >> 4) * 8 + (lane & 7);
-        ldmatrix_x4(kb, ks_ + unit_at(r, 2 * kk + ((lane >> 3) & 1)));
-        mma_16816(sc[0], qa[kk], kb[0], kb[1]);
-        mma_16816(sc[1], qa[kk], kb[2], kb[3]);
+        uint32_t ka[4];
+        const int r = rb + ((lane >> 3) & 1) * 8 + (lane & 7);
+        ldmatrix_x4(ka, ks_ + unit_at(r, 2 * kk + (lane >> 4)));
+        mma_16816(kk % 2 ? sc_odd : sc, ka, qb[kk][0], qb[kk][1]);
       }
-      if constexpr (Kv::kScaled)
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) sc[j][e] *= kscale[8 * j + 2 * tq + (e & 1)];
       float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + 8 * j + 2 * tq + (e & 1);
-          sc[j][e] = key < n ? sc[j][e] * a.qscale : -INFINITY;
-          mx[e >> 1] = fmaxf(mx[e >> 1], sc[j][e]);
-        }
+      for (int e = 0; e < 4; ++e) {
+        const int r = gr + 8 * (e >> 1), key = key0 + r;
+        sc[e] += sc_odd[e];
+        if constexpr (Kv::kScaled) sc[e] *= kscale[r];
+        sc[e] = key < n ? sc[e] * a.qscale : -INFINITY;
+        mx[e & 1] = fmaxf(mx[e & 1], sc[e]);
+      }
       float alpha[2], base[2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+#pragma unroll
+        for (int s = 4; s < 32; s *= 2) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], s));  // over gr
         const float m_new = fmaxf(m[i], mx[i]);
-        base[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row without keys yet keeps p = 0
+        base[i] = m_new == -INFINITY ? 0.0f : m_new;  // a head without keys yet keeps p = 0
         alpha[i] = exp2f(m[i] - base[i]);
         m[i] = m_new;
         l[i] *= alpha[i];
       }
 #pragma unroll
-      for (int j = 0; j < kNt; ++j) o[j][0] *= alpha[0], o[j][1] *= alpha[0], o[j][2] *= alpha[1], o[j][3] *= alpha[1];
+      for (int j = 0; j < D / 16; ++j) o[j][0] *= alpha[0], o[j][1] *= alpha[1], o[j][2] *= alpha[0], o[j][3] *= alpha[1];
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int e = 0; e < 4; ++e) {
+        sc[e] = exp2f(sc[e] - base[e & 1]);
+        l[e & 1] += sc[e];
+        if constexpr (Kv::kScaled) sc[e] *= vscale[gr + 8 * (e >> 1)];  // P times the V row scale
+      }
+      // P^T as B fragments over the 16 keys (k), high and low fp16 parts: S^T's C fragments hold
+      // (key gr, heads 2 tq + 0-1), B wants (keys 2 tq + 0-1, head gr): each 8x8 half transposed
+      // in registers.
+      uint32_t ph[2], pl[2];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          sc[j][e] = exp2f(sc[j][e] - base[e >> 1]);
-          l[e >> 1] += sc[j][e];
-          if constexpr (Kv::kScaled) sc[j][e] *= vscale[8 * j + 2 * tq + (e & 1)];  // P times the V row scale
-        }
-      // P as A fragments over the 16 keys (k), high and low fp16 parts.
-      uint32_t ph[4], pl[4];
-      ph[0] = pack_h2(sc[0][0], sc[0][1]), ph[1] = pack_h2(sc[0][2], sc[0][3]);
-      ph[2] = pack_h2(sc[1][0], sc[1][1]), ph[3] = pack_h2(sc[1][2], sc[1][3]);
-      pl[0] = pack_h2_rest(sc[0][0], sc[0][1], ph[0]), pl[1] = pack_h2_rest(sc[0][2], sc[0][3], ph[1]);
-      pl[2] = pack_h2_rest(sc[1][0], sc[1][1], ph[2]), pl[3] = pack_h2_rest(sc[1][2], sc[1][3], ph[3]);
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t hi = pack_h2(sc[2 * i], sc[2 * i + 1]);
+        ph[i] = movmatrix_trans(hi), pl[i] = movmatrix_trans(pack_h2_rest(sc[2 * i], sc[2 * i + 1], hi));
+      }
+      // (P.V)^T += V^T P^T: V^T is the A operand (ldmatrix.trans: matrices d 16 j + 0-7 | 8-15 x keys
+      // 0-7 | 8-15).
 #pragma unroll
-      for (int j = 0; j < kNt; j += 2) {
-        uint32_t vb[4];  // ldmatrix.trans: matrices (keys 0-7 | 8-15) x (d 8 j + 0-7 | 8 j + 8-15)
-        const int r = rb + ((lane >> 3) & 1) * 8 + (lane & 7);
-        ldmatrix_x4_trans(vb, vs_ + unit_at(r, j + (lane >> 4)));
-        mma_16816(o[j], ph, vb[0], vb[1]);
-        mma_16816(o[j], pl, vb[0], vb[1]);
-        mma_16816(o[j + 1], ph, vb[2], vb[3]);
-        mma_16816(o[j + 1], pl, vb[2], vb[3]);
+      for (int j = 0; j < D / 16; ++j) {
+        uint32_t va[4];
+        const int r = rb + (lane >> 4) * 8 + (lane & 7);
+        ldmatrix_x4_trans(va, vs_ + unit_at(r, 2 * j + ((lane >> 3) & 1)));
+        mma_16816(o[j], va, ph[0], ph[1]);
+        mma_16816(o[j], va, pl[0], pl[1]);
       }
     }
     __syncthreads();  // stage t % S is free again
@@ -307,38 +310,37 @@ __global__ void __launch_bounds__(kThreads) attention_decode_tc_kernel(const Dec
   }
   cp_async_wait<0>();
 
-  // The four warps' partials through shared memory (all of it free now): per warp and row its max,
-  // sum and P.V, then per (head, column) the merge, written as the chunk's partial.
-  float* s_o = reinterpret_cast<float*>(smem);       // [kWarps][16][D]
-  float* s_ml = s_o + kWarps * 16 * D;               // [kWarps][16][2]
-  float* part = s_ml + kWarps * 16 * 2;              // kCluster: [16][D], then (max, sum) [16]
+  // The four warps' partials through shared memory (all of it free now): per warp and head its max,
+  // sum and P.V (rows kSoStride apart: the C fragments' stores hit distinct banks), then per (head,
+  // column) the merge, written as the chunk's partial.
+  constexpr int kSoStride = L::kSoStride;
+  float* s_o = reinterpret_cast<float*>(smem);       // [kWarps][8][kSoStride]
+  float* s_ml = s_o + kWarps * 8 * kSoStride;        // [kWarps][8][2]
+  float* part = s_ml + kWarps * 8 * 2;               // kCluster: [16][D], then (max, sum) [16]
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-  }
-  float* so = s_o + warp * 16 * D;
+  for (int i = 0; i < 2; ++i)
 #pragma unroll
-  for (int j = 0; j < kNt; ++j) {
-    *reinterpret_cast<float2*>(so + gr * D + 8 * j + 2 * tq) = make_float2(o[j][0], o[j][1]);
-    *reinterpret_cast<float2*>(so + (gr + 8) * D + 8 * j + 2 * tq) = make_float2(o[j][2], o[j][3]);
-  }
-  if (tq == 0) {
-    s_ml[(warp * 16 + gr) * 2] = m[0], s_ml[(warp * 16 + gr) * 2 + 1] = l[0];
-    s_ml[(warp * 16 + gr + 8) * 2] = m[1], s_ml[(warp * 16 + gr + 8) * 2 + 1] = l[1];
-  }
+    for (int s = 4; s < 32; s *= 2) l[i] += __shfl_xor_sync(0xffffffffu, l[i], s);
+  float* so = s_o + warp * 8 * kSoStride;
+#pragma unroll
+  for (int j = 0; j < D / 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) so[(2 * tq + (e & 1)) * kSoStride + 16 * j + gr + 8 * (e >> 1)] = o[j][e];
+  if (gr == 0)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) s_ml[(warp * 8 + 2 * tq + i) * 2] = m[i], s_ml[(warp * 8 + 2 * tq + i) * 2 + 1] = l[i];
   __syncthreads();
   for (int i = threadIdx.x; i < a.hpc * D; i += kThreads) {
     const int h = i / D, e = i % D;
     float mw[kWarps], mm = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) mw[w] = s_ml[(w * 16 + h) * 2], mm = fmaxf(mm, mw[w]);  // finite: n >= 1
+    for (int w = 0; w < kWarps; ++w) mw[w] = s_ml[(w * 8 + h) * 2], mm = fmaxf(mm, mw[w]);  // finite: n >= 1
     float acc = 0.0f, sum = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       const float f = exp2f(mw[w] - mm);  // 0 for a warp that saw no key
-      acc += f * s_o[(w * 16 + h) * D + e];
-      sum += f * s_ml[(w * 16 + h) * 2 + 1];
+      acc += f * s_o[(w * 8 + h) * kSoStride + e];
+      sum += f * s_ml[(w * 8 + h) * 2 + 1];
     }
     if constexpr (kCluster) {
       part[i] = acc;
@@ -390,7 +392,7 @@ auto with_tc_kernel(const KvCache& cache, int d, F&& f) {
 }  // namespace
 
 int tc_heads_per_cta(int group) {
-  for (int h = std::min(group, 16); h > 1; --h)
+  for (int h = std::min(group, 8); h > 1; --h)
     if (group % h == 0) return h;
   return 1;
 }
