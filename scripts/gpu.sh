@@ -11,6 +11,7 @@
 #                                  configures and builds build-gpu/, which needs the Debian deps). Parts:
 #                                    tests    every GPU test binary (test_cuda*)
 #                                    kernels  nibble bench kernels (GEMV)
+#                                    chain    nibble bench chain (kernel boundaries in a graph of streaming kernels)
 #                                    gemm     nibble bench gemm (GEMM_NCU="FORMAT M": + one ncu profile)
 #                                    tune     nibble tune; later benches in the run use its table
 #                                    ab       same-call A/B against the build staged in $AB_OLD (.carry/old:
@@ -29,7 +30,7 @@
 #                                             $E2E_DIR (/tmp/nibble-random; kept if already there), then
 #                                             nibble bench e2e on .carry/house (if carried) and on them
 #                                             ($E2E_LAYERS: shallower models of the same width, for a quick check)
-#                                  Default: tests kernels gemm e2e, each skipped when less than its rough
+#                                  Default: tests chain kernels gemm e2e, each skipped when less than its rough
 #                                  need is left of $GPU_BUDGET_S (540 s); e2e gets the rest as --time-limit.
 #                                  --tune = tests tune kernels (as before). $E2E_FORMATS, $E2E_ARGS, $KERNELS_ARGS,
 #                                  $GEMM_ARGS pass options on. Results: $OUT/<bench>.json, .md, .log.
@@ -126,6 +127,9 @@ part_tune() {
 part_kernels() {
   "$BIN/nibble" bench kernels --json "$OUT/kernels.json" --md "$OUT/kernels.md" "${TUNING[@]}" ${KERNELS_ARGS:-} 2>"$OUT/kernels.log"
 }
+part_chain() {
+  "$BIN/nibble" bench chain --json "$OUT/chain.json" --md "$OUT/chain.md" 2>"$OUT/chain.log" | grep '^|'
+}
 part_gemm() {
   "$BIN/nibble" bench gemm --json "$OUT/gemm.json" --md "$OUT/gemm.md" ${GEMM_ARGS:-} 2>"$OUT/gemm.log" >"$OUT/gemm.out"
   local rc=$?
@@ -213,7 +217,7 @@ part_steps() {
 
 # rough seconds a part needs: it is skipped when less than that is left
 need() {
-  case $1 in tests) echo 60 ;; kernels) echo 120 ;; gemm) echo 120 ;; tune) echo 150 ;; e2e) echo 150 ;; ab) echo 200 ;;
+  case $1 in tests) echo 60 ;; chain) echo 20 ;; kernels) echo 120 ;; gemm) echo 120 ;; tune) echo 150 ;; e2e) echo 150 ;; ab) echo 200 ;;
     sweep) echo 120 ;; steps) echo 120 ;; esac
 }
 left() { echo $((${GPU_BUDGET_S:-540} - SECONDS)); }
@@ -224,9 +228,9 @@ case "${1:-}" in
   --tune) set -- tests tune kernels ;;
 esac
 PARTS=("$@")
-[ ${#PARTS[@]} -gt 0 ] || PARTS=(tests kernels gemm e2e)
+[ ${#PARTS[@]} -gt 0 ] || PARTS=(tests chain kernels gemm e2e)
 for p in "${PARTS[@]}"; do
-  [ -n "$(need "$p")" ] || { echo "gpu.sh: unknown part '$p' (tests kernels gemm tune e2e ab sweep steps)" >&2; exit 2; }
+  [ -n "$(need "$p")" ] || { echo "gpu.sh: unknown part '$p' (tests chain kernels gemm tune e2e ab sweep steps)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
 nvidia-smi -L | tee "$OUT/device.txt"

@@ -30,6 +30,15 @@ double time_rotated_us(const std::function<void(int copy, cudaStream_t)>& launch
 // `bytes` buffer, median of several runs.
 double copy_bandwidth_gbps(size_t bytes, cudaStream_t stream);
 
+// `nibble bench chain` (launch_chain.cu): microseconds per kernel of a graph of `kernels`
+// dependent kernels that each stream `bytes` of their own (a multiple of 16, 0 allowed), with
+// programmatic dependent launch (first loads before the wait, as the decode GEMVs) and without;
+// and the same bytes read by one kernel, per kernel's share.
+struct ChainTiming {
+  double pdl_us = 0, plain_us = 0, one_kernel_us = 0;
+};
+ChainTiming time_stream_chain(size_t bytes, int kernels, cudaStream_t stream);
+
 // The projection shapes both benchmarks run: K x N of the Llama-3.1-8B and Qwen3-32B layers.
 struct BenchShape {
   const char* model;
