@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "nibble/cuda/bench.h"
@@ -65,14 +64,8 @@ void run_bench(const Options& o) {
   }
   NIBBLE_CUDA_CHECK(cudaStreamDestroy(stream));
   std::fputs(md.c_str(), stdout);
-  auto save = [](const std::string& path, const std::string& text, const char* flag) {
-    if (path.empty()) return;
-    std::ofstream out(path);
-    out << text;
-    if (!out.flush()) throw Error(fmt::format("bench chain: cannot write {} '{}'", flag, path));
-  };
-  save(o.json, rows.dump(1) + "\n", "--json");
-  save(o.md, md, "--md");
+  cli::save_text(o.json, rows.dump(1) + "\n", "bench chain --json");
+  cli::save_text(o.md, md, "bench chain --md");
 }
 
 }  // namespace

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -377,14 +376,8 @@ void write_results(const std::vector<Row>& rows, const DeviceInfo& dev, double c
   md += profile_markdown(rows);
   md += in_step_markdown(rows);
   if (print) std::fputs(md.c_str(), stdout);
-  auto save = [](const std::string& path, const std::string& text, const char* flag) {
-    if (path.empty()) return;
-    std::ofstream out(path);
-    out << text;
-    if (!out.flush()) throw Error(fmt::format("bench e2e: cannot write {} '{}'", flag, path));
-  };
-  save(o.json, j.dump(1) + "\n", "--json");
-  save(o.md, md, "--md");
+  cli::save_text(o.json, j.dump(1) + "\n", "bench e2e --json");
+  cli::save_text(o.md, md, "bench e2e --md");
 }
 
 void check_options(Options& o) {

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -295,16 +294,8 @@ void write_results(const std::vector<Row>& rows, const Options& o, const DeviceI
   }
   md += summary(rows);
   std::fputs(md.c_str(), stdout);
-  if (!o.json.empty()) {
-    std::ofstream out(o.json);
-    if (!out) throw Error(fmt::format("bench gemm: cannot write --json '{}'", o.json));
-    out << j.dump(1) << "\n";
-  }
-  if (!o.md.empty()) {
-    std::ofstream out(o.md);
-    if (!out) throw Error(fmt::format("bench gemm: cannot write --md '{}'", o.md));
-    out << md;
-  }
+  cli::save_text(o.json, j.dump(1) + "\n", "bench gemm --json");
+  cli::save_text(o.md, md, "bench gemm --md");
 }
 
 void run_bench(const Options& o) {

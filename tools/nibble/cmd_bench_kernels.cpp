@@ -14,7 +14,6 @@
 #include <chrono>
 #include <ctime>
 #include <deque>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -219,16 +218,8 @@ void run_bench(const Options& opt_in) {
                       r.variant, r.model, r.proj, r.K, r.N, r.M, r.us, gbps, pct, speedup, r.choice);
   }
   std::fputs(md.c_str(), stdout);
-  if (!o.json.empty()) {
-    std::ofstream out(o.json);
-    if (!out) throw Error(fmt::format("bench kernels: cannot write --json '{}'", o.json));
-    out << j.dump(1) << "\n";
-  }
-  if (!o.md.empty()) {
-    std::ofstream out(o.md);
-    if (!out) throw Error(fmt::format("bench kernels: cannot write --md '{}'", o.md));
-    out << md;
-  }
+  cli::save_text(o.json, j.dump(1) + "\n", "bench kernels --json");
+  cli::save_text(o.md, md, "bench kernels --md");
 }
 
 }  // namespace

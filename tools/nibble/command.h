@@ -25,6 +25,10 @@ void add_cuda_only_command(CLI::App* parent, const std::string& name, const std:
                            const std::string& description, const std::vector<std::string>& options,
                            const std::vector<std::string>& flags = {});
 
+// Writes text to path (nothing when path is empty); throws nibble::Error "<label>: cannot write
+// '<path>'" when it cannot, checked after the flush so that a full disk is caught too.
+void save_text(const std::string& path, const std::string& text, const std::string& label);
+
 // "KxN" (two positive integers, nothing after them) as (K, N); nullopt when s is not of that form.
 std::optional<std::pair<int64_t, int64_t>> parse_kxn(const std::string& s);
 

@@ -1,5 +1,8 @@
 // nibble: the command-line tool. Commands register themselves (see command.h).
+#include <fmt/format.h>
+
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +25,13 @@ bool add_command(CommandSetup setup) {
 CLI::App* bench_group(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) return sub;
   return app.add_subcommand("bench", "Benchmarks")->require_subcommand(1);
+}
+
+void save_text(const std::string& path, const std::string& text, const std::string& label) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  out << text;
+  if (!out.flush()) throw Error(fmt::format("{}: cannot write '{}'", label, path));
 }
 
 std::optional<std::pair<int64_t, int64_t>> parse_kxn(const std::string& s) {
