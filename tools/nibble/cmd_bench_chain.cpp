@@ -45,7 +45,7 @@ void run_bench(const Options& o) {
       "launch, per kernel's share; boundary: PDL chain minus one kernel, the cost of each boundary. Command: `nibble "
       "bench chain`.\n\n| MB per kernel | kernels | PDL us | no PDL us | one kernel us | boundary us | PDL GB/s | "
       "one kernel GB/s | copy floor us |\n|---|---|---|---|---|---|---|---|---|\n",
-      today(), dev.name, dev.sm_count, copy_gbps, 4);
+      today(), dev.name, dev.sm_count, copy_gbps, kChainCtasPerSm);
   nlohmann::json rows = nlohmann::json::array();
   for (double mb : o.sizes_mb) {
     if (mb < 0) throw Error(fmt::format("bench chain: --sizes: {} MB is negative", mb));

@@ -33,7 +33,9 @@ double copy_bandwidth_gbps(size_t bytes, cudaStream_t stream);
 // `nibble bench chain` (launch_chain.cu): microseconds per kernel of a graph of `kernels`
 // dependent kernels that each stream `bytes` of their own (a multiple of 16, 0 allowed), with
 // programmatic dependent launch (first loads before the wait, as the decode GEMVs) and without;
-// and the same bytes read by one kernel, per kernel's share.
+// and the same bytes read by one kernel, per kernel's share. Each kernel launches
+// kChainCtasPerSm CTAs per SM.
+inline constexpr int kChainCtasPerSm = 4;
 struct ChainTiming {
   double pdl_us = 0, plain_us = 0, one_kernel_us = 0;
 };

@@ -16,7 +16,7 @@
 namespace nibble::cuda {
 namespace {
 
-constexpr int kChainThreads = 256, kChainCtasPerSm = 4;
+constexpr int kChainThreads = 256;
 constexpr int kChainLoads = 4;  // 16-byte loads in flight per thread
 
 // Reads n16 16-byte words from src, grid-stride. The words' XOR decides a store that never happens
