@@ -3,6 +3,7 @@
 // with per-part global scales; and the dispatcher's pick stays within rounding of float64.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -45,6 +46,37 @@ std::vector<uint16_t> random_x(int M, int64_t K, std::mt19937_64& g) {
   return x;
 }
 
+// The kernel choices a stack can run on: CUDA cores (2 and 4 rows per warp, with K splits), tensor
+// cores (1 and 4 row blocks, a K split over a cluster) and the stream kernel, where w has them.
+std::vector<std::pair<std::string, LinearOptions>> engine_variants(const DeviceWeight& w) {
+  std::vector<std::pair<std::string, LinearOptions>> variants;
+  for (int rows : {2, 4}) {
+    LinearOptions cc;
+    cc.engine = Engine::cuda_cores, cc.rows_per_warp = rows, cc.k_splits = 6 - rows;
+    variants.push_back({"cuda cores " + std::to_string(rows) + " rows", cc});
+  }
+  if (!w.qweight_mma) return variants;
+  LinearOptions tc;
+  tc.engine = Engine::tensor_cores;
+  variants.push_back({"tensor cores", tc});
+  tc.row_blocks = 4;
+  variants.push_back({"tensor cores row_blocks 4", tc});
+  if (tensor_core_splits_supported()) {
+    tc.row_blocks = 1, tc.k_splits = 2;
+    variants.push_back({"tensor cores k_splits 2", tc});
+    LinearOptions st;  // the stream kernel (sm_90)
+    st.engine = Engine::tensor_stream, st.row_blocks = 2;
+    variants.push_back({"tensor stream", st});
+  }
+  return variants;
+}
+
+int count_bad(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want) {
+  int bad = 0;
+  for (size_t j = 0; j < got.size(); ++j) bad += got[j] != want[j] || !std::isfinite(half_to_float(got[j]));
+  return bad;
+}
+
 class GemvStacked : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GemvStacked, EachPartEqualsItsOwnLaunch) {
@@ -64,24 +96,7 @@ TEST_P(GemvStacked, EachPartEqualsItsOwnLaunch) {
       ASSERT_NE(stack.part_scales[0], stack.part_scales[1]);
     }
 
-    std::vector<std::pair<std::string, LinearOptions>> variants;
-    LinearOptions cc;
-    cc.engine = Engine::cuda_cores, cc.rows_per_warp = 2, cc.k_splits = 2;
-    variants.push_back({"cuda cores", cc});
-    if (stack.qweight_mma) {
-      LinearOptions tc;
-      tc.engine = Engine::tensor_cores;
-      variants.push_back({"tensor cores", tc});
-      tc.row_blocks = 4;
-      variants.push_back({"tensor cores row_blocks 4", tc});
-      if (tensor_core_splits_supported()) {
-        tc.row_blocks = 1, tc.k_splits = 2;
-        variants.push_back({"tensor cores k_splits 2", tc});
-        LinearOptions st;  // the stream kernel (sm_90)
-        st.engine = Engine::tensor_stream, st.row_blocks = 2;
-        variants.push_back({"tensor stream", st});
-      }
-    }
+    const auto variants = engine_variants(stack);
     for (int M : {1, 3, 9, 16}) {
       const std::vector<uint16_t> x = random_x(M, K, g);
       GpuBuffer<uint16_t> dx(x);
@@ -97,10 +112,8 @@ TEST_P(GemvStacked, EachPartEqualsItsOwnLaunch) {
         linear(dx.get(), M, stack, yp, nullptr, opt);
         for (size_t i = 0; i < rows.size(); ++i) {
           linear(dx.get(), M, alone[i], refs[i]->get(), nullptr, opt);
-          const std::vector<uint16_t> got = ys[i]->host(), want = refs[i]->host();
-          int bad = 0;
-          for (size_t j = 0; j < got.size(); ++j) bad += got[j] != want[j] || !std::isfinite(half_to_float(got[j]));
-          EXPECT_EQ(bad, 0) << format << " " << name << " M=" << M << " part " << i << " of " << rows.size();
+          EXPECT_EQ(count_bad(ys[i]->host(), refs[i]->host()), 0)
+              << format << " " << name << " M=" << M << " part " << i << " of " << rows.size();
         }
       }
     }
@@ -150,14 +163,73 @@ TEST_P(GemvStacked, SiluPairEqualsSeparateGemvsThenSiluMul) {
       linear(dx.get(), M, gate, yg.get(), nullptr, opt);
       linear(dx.get(), M, up, yu.get(), nullptr, opt);
       ops::silu_mul(yg.get(), yu.get(), int64_t(M) * I, yg.get(), nullptr);
-      const std::vector<uint16_t> got = act.host(), want = yg.host();
-      int bad = 0;
-      for (size_t j = 0; j < got.size(); ++j) bad += got[j] != want[j] || !std::isfinite(half_to_float(got[j]));
-      EXPECT_EQ(bad, 0) << format << " " << name << " M=" << M;
+      EXPECT_EQ(count_bad(act.host(), yg.host()), 0) << format << " " << name << " M=" << M;
     }
   }
   EXPECT_THROW(upload_silu_pair(parts[0], quantize(format, std::vector<float>(size_t(7 * K), 1.0f).data(), 7, K)),
                Error);  // row counts differ
+}
+
+// q/k/v in RoPE pair order (upload_stacked with a head dim): linear() writes the same bits as the
+// stack in the given order, and linear_rope_store the same bits as linear() then
+// ops::qk_norm_rope_store into an FP16 cache (a token out of the cache's range: nothing written).
+TEST_P(GemvStacked, RopePairOrder) {
+  const std::string format = GetParam();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 g(seed);
+  const int64_t K = 512;
+  for (int d : {64, 128}) {
+    const int nh = 4, nkv = 2, slots = 3, max_ctx = 40;
+    const std::vector<PackedTensor> parts = random_parts(format, {nh * d, nkv * d, nkv * d}, K, g);
+    const std::vector<const PackedTensor*> ptrs{&parts[0], &parts[1], &parts[2]};
+    const DeviceWeight plain = upload_stacked(ptrs, "qkv"), paired = upload_stacked(ptrs, "qkv", d);
+    std::vector<float> cs(size_t(max_ctx) * d);
+    std::uniform_real_distribution<float> angle(-1.0f, 1.0f);
+    for (float& c : cs) c = angle(g);
+    GpuBuffer<float> dcs(cs);
+    for (int M : {1, 3, 16}) {
+      std::vector<int32_t> slot(static_cast<size_t>(M)), pos(static_cast<size_t>(M));
+      const int p0 = int(g() % max_ctx);  // distinct positions: no two tokens store the same row
+      for (int m = 0; m < M; ++m) slot[size_t(m)] = m % slots, pos[size_t(m)] = (p0 + 7 * m) % max_ctx;
+      if (M > 1) pos[1] = max_ctx;  // out of range
+      GpuBuffer<int32_t> dslot(slot), dpos(pos);
+      GpuBuffer<uint16_t> dx(random_x(M, K, g));
+      const size_t cache = size_t(slots) * nkv * max_ctx * d;
+      GpuBuffer<uint16_t> q(size_t(M) * nh * d), k(size_t(M) * nkv * d), v(size_t(M) * nkv * d);
+      GpuBuffer<uint16_t> q2(size_t(M) * nh * d), k2(size_t(M) * nkv * d), v2(size_t(M) * nkv * d);
+      GpuBuffer<uint16_t> kc(cache), vc(cache), kc2(cache), vc2(cache);
+      for (const auto& [name, opt] : engine_variants(paired)) {
+        SCOPED_TRACE(format + " " + name + " d=" + std::to_string(d) + " M=" + std::to_string(M));
+        for (GpuBuffer<uint16_t>* b : {&q, &k, &v, &q2, &k2, &v2, &kc, &vc, &kc2, &vc2}) b->poison();
+        linear(dx.get(), M, plain, {q.get(), k.get(), v.get()}, nullptr, opt);
+        linear(dx.get(), M, paired, {q2.get(), k2.get(), v2.get()}, nullptr, opt);
+        EXPECT_EQ(count_bad(q2.host(), q.host()), 0);
+        EXPECT_EQ(count_bad(k2.host(), k.host()), 0);
+        EXPECT_EQ(count_bad(v2.host(), v.host()), 0);
+        // the two kernels, then the fused one into the second cache and q2
+        ops::KvCache kv{ops::KvType::fp16, kc.get(), vc.get(), nullptr, nullptr, max_ctx};
+        ops::qk_norm_rope_store(q.get(), k.get(), v.get(), M, nh, nkv, d, nullptr, nullptr, 1e-6f, dcs.get(),
+                                dslot.get(), dpos.get(), kv, nullptr);
+        q2.poison();
+        linear_rope_store(dx.get(), M, paired, q2.get(), {dcs.get(), dslot.get(), dpos.get(), kc2.get(), vc2.get(), max_ctx},
+                          nullptr, opt);
+        const std::vector<uint16_t> got = q2.host(), want = q.host();
+        for (int m = 0; m < M; ++m) {
+          if (pos[size_t(m)] >= max_ctx) continue;  // the fused kernel leaves q unwritten, the RoPE kernel unrotated
+          const auto row = [&](const std::vector<uint16_t>& y) {
+            return std::vector<uint16_t>(y.begin() + m * nh * d, y.begin() + (m + 1) * nh * d);
+          };
+          EXPECT_EQ(count_bad(row(got), row(want)), 0) << "q of token " << m;
+        }
+        // every element compared: the rows not stored keep the same poison in both
+        const auto kw = kc.host(), kg = kc2.host(), vw = vc.host(), vg = vc2.host();
+        EXPECT_EQ(std::count_if(kw.begin(), kw.end(), [](uint16_t h) { return h != 0xFFFF; }), int64_t(M - (M > 1)) * nkv * d);
+        EXPECT_TRUE(kg == kw) << "k cache";
+        EXPECT_TRUE(vg == vw) << "v cache";
+      }
+    }
+  }
 }
 
 TEST(GemvStackedErrors, MismatchedPartsAndOutputsThrow) {
@@ -170,7 +242,15 @@ TEST(GemvStackedErrors, MismatchedPartsAndOutputsThrow) {
   EXPECT_THROW(upload_stacked(bad_k, "s"), Error);
   EXPECT_THROW(upload_stacked(bad_format, "s"), Error);
   const DeviceWeight s = upload_stacked(ok, "s");
+  const std::vector<const PackedTensor*> qkv{&a, &a, &b};
+  EXPECT_THROW(upload_stacked(ok, "s", 64), Error);        // RoPE pair order takes q, k and v
+  EXPECT_THROW(upload_stacked({&a, &a, &a}, "s", 48), Error);  // 64 rows are not whole heads of 48
+  EXPECT_THROW(upload_stacked(qkv, "s", 64), Error);       // K differs
+  const DeviceWeight paired = upload_stacked({&a, &a, &a}, "s", 32);
   GpuBuffer<uint16_t> x(256), y(128);
+  const RopeStore none{};
+  EXPECT_THROW(linear_rope_store(x.get(), 1, s, y.get(), none, nullptr), Error);       // not in pair order
+  EXPECT_THROW(linear_rope_store(x.get(), 1, paired, y.get(), none, nullptr), Error);  // null pointers
   EXPECT_THROW(linear(x.get(), 1, s, std::vector<uint16_t*>{y.get()}, nullptr), Error);  // 2 parts need 2 outputs
   EXPECT_THROW(linear(x.get(), 1, s, y.get(), nullptr), Error);
 }

@@ -62,6 +62,10 @@ class DeviceWeight {
   std::vector<int64_t> part_rows;
   std::vector<float> part_scales;
   bool silu_pairs = false;  // a gate/up stack with interleaved rows whose output is silu(gate) * up
+  // A q/k/v stack whose q and k rows are in RoPE pair order for heads of this many rows (0: as
+  // given): rows 2j and 2j + 1 of a head are its rows j and j + d/2, so that one lane holds both
+  // outputs of a pair (linear_rope_store). linear() still writes every output in place.
+  int rope_head_dim = 0;
 
   // Bytes one GEMV must read from device memory for this weight (its storage cost).
   size_t bytes() const { return qweight_bytes + scales_bytes + aux_bytes; }
@@ -86,7 +90,10 @@ DeviceWeight upload(const PackedTensor& t, std::string_view name = "weight");
 // that one launch computes them all (the multi-output linear() below): small-N parts no longer run
 // as launches too small to fill the GPU. Each part keeps its own global scale; the RaZeR special
 // values must agree. Throws nibble::Error like upload(), naming the part at fault.
-DeviceWeight upload_stacked(const std::vector<const PackedTensor*>& parts, std::string_view name = "weights");
+// rope_head_dim > 0 (three parts: q, k, v, each a whole number of heads of that many rows):
+// q's and k's rows are held in RoPE pair order (DeviceWeight::rope_head_dim).
+DeviceWeight upload_stacked(const std::vector<const PackedTensor*>& parts, std::string_view name = "weights",
+                            int rope_head_dim = 0);
 // gate and up (same shape) with their rows interleaved: linear() on it writes one output,
 // silu(gate) * up ([M, rows of gate]), each of gate and up rounded to fp16 first, as the separate
 // GEMV then ops::silu_mul would compute it: the SwiGLU activation fused into the GEMV.
@@ -130,6 +137,22 @@ struct RmsNormInput {
 // ops::add_rmsnorm).
 void linear_rmsnorm(const RmsNormInput& in, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys,
                     cudaStream_t stream, const LinearOptions& opt = {});
+// linear() on a q/k/v stack in RoPE pair order (upload_stacked with rope_head_dim d), each token's
+// q and k then rotated and stored as ops::qk_norm_rope_store (without q/k norms) stores them, in
+// the same kernel: q [M, rows of q] receives RoPE(q); RoPE(k) and v go straight into the FP16 KV
+// cache at row (slot[m] * nkv + head) * max_ctx + pos[m] (a token whose slot or position is out
+// of range writes nothing). The same bits as linear() then ops::qk_norm_rope_store.
+struct RopeStore {
+  const float* cos_sin = nullptr;  // FP32 [max_ctx][d]: d/2 cosines, then d/2 sines per position
+  const int32_t* slot = nullptr;   // [M] on the device
+  const int32_t* pos = nullptr;    // [M] on the device
+  uint16_t* k_cache = nullptr;     // FP16 [slots][nkv][max_ctx][d], 16-byte aligned
+  uint16_t* v_cache = nullptr;
+  int max_ctx = 0;
+};
+void linear_rope_store(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* yq, const RopeStore& rope,
+                       cudaStream_t stream, const LinearOptions& opt = {});
+
 // Whether linear_rmsnorm() computes the norm inside the GEMV for w at M rows: the persistent one-row
 // CUDA-core GEMV of the formats that norm_fused_kind (src/kernels/cuda/gemv_args.h) lists, where
 // it measured faster (mxfp4 and int4-g128 as of 2026-11-29), K <= 4096, one K split.

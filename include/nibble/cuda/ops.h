@@ -61,9 +61,10 @@ void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out
 void silu_mul_pairs(const uint16_t* gate_up, int T, int I, uint16_t* out, cudaStream_t stream);
 
 // A stacked linear's output src [T, n0 + n1 + n2] split by columns: d0 [T, n0], d1 [T, n1],
-// d2 [T, n2] (n2 = 0, d2 null: two parts).
+// d2 [T, n2] (n2 = 0, d2 null: two parts). pair_d > 0: the columns of parts 0 and 1 are in RoPE
+// pair order for heads of pair_d (DeviceWeight::rope_head_dim) and go back in place.
 void split_columns(const uint16_t* src, int T, int n0, int n1, int n2, uint16_t* d0, uint16_t* d1, uint16_t* d2,
-                   cudaStream_t stream);
+                   cudaStream_t stream, int pair_d = 0);
 
 // For each token t: optional per-head RMSNorm of q and k (Qwen3; q_norm / k_norm FP32 [d], null to
 // skip), RoPE at pos[t] on q (in place, FP16 [T, nh*d]) and k, then k and v (FP16 [T, nkv*d])

@@ -147,6 +147,13 @@ class Batch {
   // allows (DeviceLayer::ffn_norm_fuses; default on). Off: a kernel of its own, the same bits. For
   // comparisons; the captured graphs are dropped.
   void set_fused_ffn_norm(bool on);
+  // Whether decode steps apply RoPE and store k and v inside the stacked q/k/v GEMV where the
+  // layer allows (no q/k norms or biases, an FP16 KV cache; default on, NIBBLE_FUSE_ROPE=0 off).
+  // Off: ops::qk_norm_rope_store after it, the same bits. For comparisons; the captured graphs are
+  // dropped.
+  void set_fused_rope_store(bool on);
+  // Whether a decode step of `rows` rows does so in every layer.
+  bool fuses_rope_store(int rows) const;
   // A decode step's ops per layer, in order: qkv, qk_norm_rope_store, attention, o, ffn_norm
   // (residual add + RMSNorm), gate_up_silu, down, next_norm (residual add + the next norm).
   static const std::vector<std::string>& decode_op_names();

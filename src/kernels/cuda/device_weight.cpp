@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -87,6 +88,7 @@ DeviceWeight& DeviceWeight::operator=(DeviceWeight&& o) noexcept {
     qweight_bytes = std::exchange(o.qweight_bytes, 0), scales_bytes = std::exchange(o.scales_bytes, 0);
     aux_bytes = std::exchange(o.aux_bytes, 0);
     part_rows = std::move(o.part_rows), part_scales = std::move(o.part_scales), silu_pairs = o.silu_pairs;
+    rope_head_dim = o.rope_head_dim;
   }
   return *this;
 }
@@ -211,12 +213,42 @@ PackedTensor stack_rows(const std::vector<const PackedTensor*>& parts, bool inte
   return all;
 }
 
+// t's rows in RoPE pair order for heads of d rows: row 2j + e of a head is its row j + e d/2.
+PackedTensor rope_pair_order(const PackedTensor& t, int d, std::string_view name) {
+  if (d <= 0 || d % 2 != 0 || t.rows % d != 0)
+    throw Error(fmt::format("weights '{}': {} rows are not whole heads of an even {} rows", name, t.rows, d));
+  PackedTensor out = t;
+  using Plane = std::vector<uint8_t> PackedTensor::*;
+  for (Plane plane : {&PackedTensor::qweight, &PackedTensor::scales, &PackedTensor::aux}) {
+    const std::vector<uint8_t>& in = t.*plane;
+    if (in.empty()) continue;
+    const size_t row_bytes = in.size() / size_t(t.rows);
+    for (int64_t r = 0; r < t.rows; ++r) {
+      const int64_t head = r / d, i = r % d, src = head * d + i / 2 + (i % 2) * (d / 2);
+      std::copy_n(in.begin() + ptrdiff_t(size_t(src) * row_bytes), row_bytes,
+                  (out.*plane).begin() + ptrdiff_t(size_t(r) * row_bytes));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-DeviceWeight upload_stacked(const std::vector<const PackedTensor*>& parts, std::string_view name) {
+DeviceWeight upload_stacked(const std::vector<const PackedTensor*>& parts, std::string_view name, int rope_head_dim) {
   if (parts.size() < 2 || parts.size() > 3)
     throw Error(fmt::format("weights '{}': a stack takes 2 or 3 weights, got {}", name, parts.size()));
-  DeviceWeight w = upload(stack_rows(parts, false, name), name);
+  std::vector<PackedTensor> paired;  // q and k in RoPE pair order
+  std::vector<const PackedTensor*> rows = parts;
+  if (rope_head_dim != 0) {
+    if (parts.size() != 3)
+      throw Error(fmt::format("weights '{}': RoPE pair order takes q, k and v, got {} weights", name, parts.size()));
+    if (parts[2]->rows % rope_head_dim != 0)
+      throw Error(fmt::format("weights '{}': v's {} rows are not whole heads of {}", name, parts[2]->rows, rope_head_dim));
+    for (int i = 0; i < 2; ++i) paired.push_back(rope_pair_order(*parts[size_t(i)], rope_head_dim, name));
+    rows[0] = &paired[0], rows[1] = &paired[1];
+  }
+  DeviceWeight w = upload(stack_rows(rows, false, name), name);
+  w.rope_head_dim = rope_head_dim;
   for (const PackedTensor* p : parts) {
     w.part_rows.push_back(p->rows);
     w.part_scales.push_back(p->global_scale);

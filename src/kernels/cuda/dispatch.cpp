@@ -168,8 +168,24 @@ void check_linear(const uint16_t* x, int M, const DeviceWeight& w, const std::ve
   if (!x || !aligned16(x)) throw Error(fmt::format("linear '{}': x must be a 16-byte aligned device pointer", w.format));
 }
 
-// linear() and linear_rmsnorm() (norm: the add + RMSNorm in front; x then its scratch).
-void run_linear(const uint16_t* x, const RmsNormInput* norm, int M, const DeviceWeight& w,
+// The RoPE fields of a for a stack in pair order (rope: rotate and store into the KV cache).
+void set_rope(detail::GemvArgs& a, const DeviceWeight& w, const RopeStore* rope) {
+  a.rope_d = w.rope_head_dim;
+  if (!rope) return;
+  const char* fn = "linear_rope_store";
+  if (w.rope_head_dim == 0 || w.part_rows.size() != 3)
+    throw Error(fmt::format("{} '{}': the weight is not a q/k/v stack in RoPE pair order", fn, w.format));
+  if (!rope->cos_sin || !rope->slot || !rope->pos || !rope->k_cache || !rope->v_cache || rope->max_ctx <= 0)
+    throw Error(fmt::format("{} '{}': cos_sin, slot, pos, k_cache and v_cache must be device pointers, max_ctx > 0",
+                            fn, w.format));
+  a.rope_cs = rope->cos_sin, a.rope_slot = rope->slot, a.rope_pos = rope->pos, a.rope_max_ctx = rope->max_ctx;
+  a.k_cache = reinterpret_cast<__half*>(rope->k_cache), a.v_cache = reinterpret_cast<__half*>(rope->v_cache);
+  a.y1 = a.y2 = nullptr;  // k and v go to the cache only
+}
+
+// linear(), linear_rmsnorm() (norm: the add + RMSNorm in front; x then its scratch) and
+// linear_rope_store() (rope).
+void run_linear(const uint16_t* x, const RmsNormInput* norm, const RopeStore* rope, int M, const DeviceWeight& w,
                 const std::vector<uint16_t*>& ys, cudaStream_t stream, const LinearOptions& opt) {
   const size_t parts = w.silu_pairs ? 1 : std::max<size_t>(1, w.part_rows.size());
   check_linear(x, M, w, ys, parts);
@@ -201,6 +217,7 @@ void run_linear(const uint16_t* x, const RmsNormInput* norm, int M, const Device
     a.out_scale = w.part_scales[0], a.out_scale1 = w.part_scales[1];
     a.y1 = reinterpret_cast<__half*>(ys[1]);
     if (parts > 2) a.out_scale2 = w.part_scales[2], a.y2 = reinterpret_cast<__half*>(ys[2]);
+    set_rope(a, w, rope);
   }
   a.k_splits = choice.k_splits;
   a.mma_row_blocks = choice.row_blocks;
@@ -221,12 +238,18 @@ void run_linear(const uint16_t* x, const RmsNormInput* norm, int M, const Device
 
 void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
             const LinearOptions& opt) {
-  run_linear(x, nullptr, M, w, ys, stream, opt);
+  run_linear(x, nullptr, nullptr, M, w, ys, stream, opt);
+}
+
+void linear_rope_store(const uint16_t* x, int M, const DeviceWeight& w, uint16_t* yq, const RopeStore& rope,
+                       cudaStream_t stream, const LinearOptions& opt) {
+  // y1 / y2 are not written: k and v go to the cache (check_linear wants three outputs)
+  run_linear(x, nullptr, &rope, M, w, {yq, yq, yq}, stream, opt);
 }
 
 void linear_rmsnorm(const RmsNormInput& in, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys,
                     cudaStream_t stream, const LinearOptions& opt) {
-  run_linear(in.xn, &in, M, w, ys, stream, opt);
+  run_linear(in.xn, &in, nullptr, M, w, ys, stream, opt);
 }
 
 bool linear_fuses_rmsnorm(const DeviceWeight& w, int M, const LinearOptions& opt) {

@@ -323,13 +323,14 @@ __device__ __forceinline__ void warp_sum_rows(float (&acc)[R][MT]) {
 
 // Stores a warp's summed rows row0 ... in pairs (R is even, row0 too, so a silu pair's gate and up
 // rows meet in one lane), different lanes storing different outputs.
-template <class F, int R, int MT>
+template <class F, bool kRope = true, int R, int MT>
 __device__ __forceinline__ void store_warp_rows(const GemvArgs& a, int row0, int lane, const float (&acc)[R][MT]) {
 #pragma unroll
   for (int r = 0; r < R; r += 2)
 #pragma unroll
     for (int m = 0; m < MT; ++m)
-      if (lane == (r * MT + m) % 32 && m < a.M) store_rows2(a, m, row0 + r, acc[r][m], acc[r + 1][m], out_factor<F>());
+      if (lane == (r * MT + m) % 32 && m < a.M)
+        store_rows2<kRope>(a, m, row0 + r, acc[r][m], acc[r + 1][m], out_factor<F>());
 }
 
 // CTA layout: 8 warps in groups of a.k_splits (1, 2, 4 or 8); the warps of a group own the same R
@@ -469,7 +470,7 @@ __global__ void __launch_bounds__(kThreads, R == 2 ? 4 : 2) gemv_persistent_kern
       cur = nxt;
     }
     warp_sum_rows(acc);
-    store_warp_rows<F>(a, g * R, lane, acc);
+    store_warp_rows<F, !kNorm>(a, g * R, lane, acc);  // linear_rmsnorm takes no RoPE stack
     if (more)
 #pragma unroll
       for (int r = 0; r < R; ++r) q[r] = qn[r], s[r] = sn[r];

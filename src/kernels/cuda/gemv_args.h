@@ -7,6 +7,9 @@
 #include <cstdint>
 
 #include "nibble/cuda/weight_kind.h"
+#ifdef __CUDACC__
+#include "rope_rotate.cuh"
+#endif
 
 namespace nibble::cuda::detail {
 
@@ -54,6 +57,18 @@ struct GemvArgs {
   const __half* norm_delta = nullptr;
   const float* norm_w = nullptr;
   float norm_eps = 0.0f;
+  // A q/k/v stack whose q and k rows are in RoPE pair order (DeviceWeight::rope_head_dim = rope_d
+  // > 0): rows 2j and 2j + 1 of a head hold its elements j and j + d/2, and the stores put them
+  // back in place. With rope_cs (linear_rope_store) the pairs are rotated first: q into y, k and v
+  // into the FP16 KV cache at row (rope_slot[m] * nkv + head) * rope_max_ctx + rope_pos[m]
+  // instead of y1 / y2 (ops::qk_norm_rope_store's work without a q/k norm).
+  int rope_d = 0;
+  const float* rope_cs = nullptr;  // [max_ctx][d]: d/2 cosines, then d/2 sines per position
+  const int32_t* rope_slot = nullptr;
+  const int32_t* rope_pos = nullptr;
+  __half* k_cache = nullptr;       // [slots][nkv][max_ctx][d]
+  __half* v_cache = nullptr;
+  int rope_max_ctx = 0;
 };
 
 #ifdef __CUDACC__
@@ -80,11 +95,59 @@ __device__ __forceinline__ void store_silu_pair(const GemvArgs& a, int m, int ro
   a.y[size_t(m) * (a.N / 2) + row / 2] = __float2half_rn(g / (1.0f + __expf(-g)) * u);
 }
 
-// Outputs of rows row and row + 1 (row even) for token m: a silu pair, or two plain outputs.
+// Rows row and row + 1 (row even, row < N) of a stack in RoPE pair order (rope_d > 0) for token m.
+// q and k are rounded to fp16 first, as the GEMV alone writes them, then rotated as
+// ops::qk_norm_rope_store rotates them: the same bits as the two kernels.
+__device__ __forceinline__ void store_rope_pair(const GemvArgs& a, int m, int row, float v0, float v1, float factor) {
+  const int d = a.rope_d, nqk = a.n0 + a.n1;
+  const bool rotate = a.rope_cs != nullptr;
+  int p = 0, s = 0;
+  if (rotate) {
+    p = a.rope_pos[m], s = a.rope_slot[m];
+    if (p < 0 || p >= a.rope_max_ctx || s < 0) return;  // as qk_norm_rope_store: nothing written
+  }
+  if (row >= nqk) {  // v, in place
+    if (!rotate) {
+      store_y(a, m, row, v0, factor), store_y(a, m, row + 1, v1, factor);
+      return;
+    }
+    const int n2 = a.N - nqk, r = row - nqk;
+    __half* dst = a.v_cache + ((int64_t(s) * (n2 / d) + r / d) * a.rope_max_ctx + p) * d + r % d;
+    dst[0] = __float2half_rn(v0 * (a.out_scale2 * factor));
+    dst[1] = __float2half_rn(v1 * (a.out_scale2 * factor));
+    return;
+  }
+  const bool is_q = row < a.n0;
+  const int r = is_q ? row : row - a.n0, head = r / d, j = r % d / 2;
+  const float scale = (is_q ? a.out_scale : a.out_scale1) * factor;
+  float x0 = __half2float(__float2half_rn(v0 * scale)), x1 = __half2float(__float2half_rn(v1 * scale));
+  __half* dst;
+  if (rotate) {
+    const float* cs = a.rope_cs + int64_t(p) * d;
+    const RopePair t = rope_rotate(x0, x1, cs[j], cs[d / 2 + j]);
+    x0 = t.a, x1 = t.b;
+    dst = is_q ? a.y + int64_t(m) * a.n0 + head * d
+               : a.k_cache + ((int64_t(s) * (a.n1 / d) + head) * a.rope_max_ctx + p) * d;
+  } else {
+    dst = is_q ? a.y + int64_t(m) * a.n0 + head * d : a.y1 + int64_t(m) * a.n1 + head * d;
+  }
+  dst[j] = __float2half_rn(x0), dst[j + d / 2] = __float2half_rn(x1);
+}
+
+// Outputs of rows row and row + 1 (row even) for token m: a silu pair, a RoPE pair, or two plain
+// outputs. kRope = false: a kernel that never runs a RoPE stack leaves that path out (its registers:
+// the fused-norm gate/up GEMV went from 119 to 121 with it, mxfp4 batch-1 decode -2.4%).
+template <bool kRope = true>
 __device__ __forceinline__ void store_rows2(const GemvArgs& a, int m, int row, float v0, float v1, float factor) {
   if (a.silu_pairs) {
     if (row < a.N) store_silu_pair(a, m, row, v0, v1, factor);
     return;
+  }
+  if constexpr (kRope) {
+    if (a.rope_d) {
+      if (row < a.N) store_rope_pair(a, m, row, v0, v1, factor);
+      return;
+    }
   }
   if (row < a.N) store_y(a, m, row, v0, factor);
   if (row + 1 < a.N) store_y(a, m, row + 1, v1, factor);

@@ -134,9 +134,9 @@ __device__ __forceinline__ void mma_store(const GemvArgs& a, int v0, int vstep, 
     const float s = sum(v);
     const int b = v / (NT * 4), n = v / 4 % NT, i = v % 4;
     const int token = n * 8 + 2 * t + (i & 1), row = (blk0 + b) * 16 + g + (i < 2 ? 0 : 8);
-    if (a.silu_pairs) {  // the pair's up row (g + 1) sits 4 lanes over
+    if (a.silu_pairs || a.rope_d) {  // the pair's second row (g + 1) sits 4 lanes over
       const float su = __shfl_xor_sync(0xFFFFFFFFu, s, 4);
-      if ((g & 1) == 0 && token < a.M && row < a.N) store_silu_pair(a, token, row, s, su, F::kOutFactor);
+      if ((g & 1) == 0 && token < a.M) store_rows2(a, token, row, s, su, F::kOutFactor);
     } else if (token < a.M && row < a.N) {
       store_y(a, token, row, s, F::kOutFactor);
     }

@@ -49,15 +49,21 @@ __global__ void silu_mul_pairs_kernel(const uint16_t* gate_up, int64_t n, uint16
 }
 
 __global__ void split_columns_kernel(const uint16_t* src, int64_t n, int n0, int n1, int n2, uint16_t* d0,
-                                     uint16_t* d1, uint16_t* d2) {
+                                     uint16_t* d1, uint16_t* d2, int pair_d) {
   pdl_wait();
   pdl_trigger();
   const int N = n0 + n1 + n2;
+  // column c of a head in pair order holds element c / 2 + (c % 2) d/2
+  auto in_place = [pair_d](int c) {
+    if (pair_d == 0) return c;
+    const int i = c % pair_d;
+    return c - i + i / 2 + (i % 2) * (pair_d / 2);
+  };
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n; j += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = j / N;
     const int c = int(j % N);
-    if (c < n0) d0[t * n0 + c] = src[j];
-    else if (c < n0 + n1) d1[t * n1 + (c - n0)] = src[j];
+    if (c < n0) d0[t * n0 + in_place(c)] = src[j];
+    else if (c < n0 + n1) d1[t * n1 + in_place(c - n0)] = src[j];
     else d2[t * n2 + (c - n0 - n1)] = src[j];
   }
 }
@@ -104,16 +110,18 @@ void silu_mul_pairs(const uint16_t* gate_up, int T, int I, uint16_t* out, cudaSt
 }
 
 void split_columns(const uint16_t* src, int T, int n0, int n1, int n2, uint16_t* d0, uint16_t* d1, uint16_t* d2,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, int pair_d) {
   const char* fn = "split_columns";
   require(T >= 0 && n0 > 0 && n1 > 0 && n2 >= 0, fn,
           "bad shape T=" + std::to_string(T) + " n=" + std::to_string(n0) + "/" + std::to_string(n1) + "/" +
               std::to_string(n2));
+  require(pair_d == 0 || (pair_d > 0 && pair_d % 2 == 0 && n0 % pair_d == 0 && n1 % pair_d == 0), fn,
+          "pair_d=" + std::to_string(pair_d) + " must be 0 or an even divisor of n0 and n1");
   if (T == 0) return;
   require_ptr(src, fn, "src"), require_ptr(d0, fn, "d0"), require_ptr(d1, fn, "d1");
   require(n2 == 0 || d2, fn, "d2 is null while n2 > 0");
   const int64_t n = int64_t(T) * (n0 + n1 + n2);
-  launch_pdl(split_columns_kernel, grid_for(n), kThreads, 0, stream, src, n, n0, n1, n2, d0, d1, d2);
+  launch_pdl(split_columns_kernel, grid_for(n), kThreads, 0, stream, src, n, n0, n1, n2, d0, d1, d2, pair_d);
   check_launch(fn);
 }
 

@@ -3,6 +3,7 @@
 #include "nibble/cuda/ops.h"
 #include "ops_common.cuh"
 #include "ops_kv.cuh"
+#include "rope_rotate.cuh"
 
 namespace nibble::cuda::ops {
 using namespace detail;
@@ -33,8 +34,8 @@ __device__ void norm_rope_pairs(const uint16_t* src, int d, const float* w, floa
   for (int i = lane; i < half; i += 32) {
     float a = h2f(src[i]), b = h2f(src[i + half]);
     if (w) a = w[i] * (a * r), b = w[i + half] * (b * r);
-    const float c = cs[i], s = cs[half + i];
-    f(i, a * c - b * s, b * c + a * s);
+    const cuda::detail::RopePair t = cuda::detail::rope_rotate(a, b, cs[i], cs[half + i]);
+    f(i, t.a, t.b);
   }
 }
 

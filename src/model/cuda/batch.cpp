@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "model/cuda/batch_impl.h"
 #include "model/ops.h"
@@ -118,6 +120,8 @@ Batch::Impl::Impl(const DeviceModel::Impl& dm, const BatchOptions& opt)
                             kv_type == ops::KvType::fp16 ? " (--kv-cache fp8-e4m3 halves the cache)" : ""));
   kv = DeviceBuffer<uint8_t>(cache);
   rope = DeviceBuffer<float>(rope_table(c, max_ctx));
+  const char* fuse_rope = std::getenv("NIBBLE_FUSE_ROPE");  // for comparisons
+  fuse_rope_store = !(fuse_rope && std::string_view(fuse_rope) == "0");
   x = DeviceBuffer<float>(rows * H);
   xn = DeviceBuffer<uint16_t>(rows * H);
   tmp = DeviceBuffer<uint16_t>(rows * H);

@@ -23,10 +23,14 @@ void Batch::Impl::forward(int T, bool decode, int prefill_slot, int pos0, int n_
   mark("rmsnorm");
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const DeviceLayer& L = m.layers[l];
-    if (runs("qkv", decode)) L.run_qkv(xn.get(), T, q.get(), k.get(), v.get(), ex);
-    mark("qkv");
     const ops::KvCache kv = kv_cache(int(l));
-    if (runs("qk_norm_rope_store", decode))
+    // At decode the stacked q/k/v GEMV rotates q and k and stores k and v itself where it can (one
+    // kernel less per layer). (Left out for --in-step, the rotation is not fused either.)
+    const RopeStore rs{rope.get(), slot, pos, static_cast<uint16_t*>(kv.k), static_cast<uint16_t*>(kv.v), kv.max_ctx};
+    const bool fused_rope = decode && runs("qk_norm_rope_store", decode) && rope_store_fused(L, T);
+    if (runs("qkv", decode)) L.run_qkv(xn.get(), T, q.get(), k.get(), v.get(), ex, fused_rope ? &rs : nullptr);
+    mark("qkv");
+    if (!fused_rope && runs("qk_norm_rope_store", decode))
       ops::qk_norm_rope_store(q.get(), k.get(), v.get(), T, nh, nkv, d, c.qk_norm ? L.q_norm.get() : nullptr,
                               c.qk_norm ? L.k_norm.get() : nullptr, eps, rope.get(), slot, pos, kv, stream);
     mark("qk_norm_rope_store");
@@ -82,6 +86,22 @@ void Batch::skip_decode_ops(std::span<const std::string> ops) {
 void Batch::set_fused_ffn_norm(bool on) {
   NIBBLE_CUDA_CHECK(cudaStreamSynchronize(p_->stream));  // no captured step still running
   p_->fuse_ffn_norm = on;
+  p_->graphs.clear();
+}
+
+bool Batch::Impl::rope_store_fused(const DeviceLayer& L, int rows) const {
+  return fuse_rope_store && kv_type == ops::KvType::fp16 && L.rope_store_fuses(rows);
+}
+
+bool Batch::fuses_rope_store(int rows) const {
+  const auto& layers = p_->m.layers;
+  return !layers.empty() && std::all_of(layers.begin(), layers.end(),
+                                        [&](const DeviceLayer& L) { return p_->rope_store_fused(L, rows); });
+}
+
+void Batch::set_fused_rope_store(bool on) {
+  NIBBLE_CUDA_CHECK(cudaStreamSynchronize(p_->stream));  // no captured step still running
+  p_->fuse_rope_store = on;
   p_->graphs.clear();
 }
 

@@ -42,6 +42,7 @@ struct Batch::Impl {
   DeviceBuffer<uint16_t> xn, q, k, v, att, tmp, gate, up;
   DeviceBuffer<uint16_t> o_out;         // [max_batch, H]: o's output where the FFN norm is fused into gate/up
   bool fuse_ffn_norm = true;            // Batch::set_fused_ffn_norm
+  bool fuse_rope_store = true;          // Batch::set_fused_rope_store (NIBBLE_FUSE_ROPE=0: off)
   DeviceBuffer<uint16_t> stack_out;     // [rows, widest stack] (LinearExec::stack_out)
   DeviceBuffer<float> logits;           // [rows, V]
   DeviceBuffer<uint16_t> logits16;      // [rows, V], for a quantized output layer only
@@ -81,6 +82,8 @@ struct Batch::Impl {
   }
 
   ops::KvCache kv_cache(int layer) const;
+  // Whether a decode step of `rows` rows applies RoPE and stores k and v inside L's q/k/v GEMV.
+  bool rope_store_fused(const DeviceLayer& L, int rows) const;
   void check_slot(int s, const char* what) const;
   void check_tokens(std::span<const int32_t> tokens, const char* what) const;
   // Copies the per-row token ids, slots and positions of a step of n rows into ids / slot / pos

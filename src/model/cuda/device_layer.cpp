@@ -60,23 +60,41 @@ DeviceLayer::DeviceLayer(const LayerWeights& L, const ModelConfig& c, bool stack
     : attn_norm(norm(L.attn_norm)), ffn_norm(norm(L.ffn_norm)),
       q_norm(c.qk_norm ? norm(L.q_norm) : DeviceBuffer<float>()),
       k_norm(c.qk_norm ? norm(L.k_norm) : DeviceBuffer<float>()),
+      rope_fuses(!c.qk_norm && L.q.bias.empty() && L.k.bias.empty() && L.v.bias.empty()),
       qkv_stack(stack({&L.q, &L.k, &L.v}, stack_linears,
-                      [&](const std::vector<const PackedTensor*>& w) { return upload_stacked(w, L.q.name); })),
+                      [&](const std::vector<const PackedTensor*>& w) {
+                        return upload_stacked(w, L.q.name, rope_fuses ? c.head_dim : 0);
+                      })),
       // a bias would have to be added before the fused SiLU: such layers run unfused
       gate_up_pair(stack({&L.gate, &L.up}, stack_linears && L.gate.bias.empty() && L.up.bias.empty(),
                          [&](const std::vector<const PackedTensor*>& w) { return upload_silu_pair(*w[0], *w[1], L.gate.name); })),
       q(linear(L.q, qkv_stack)), k(linear(L.k, qkv_stack)), v(linear(L.v, qkv_stack)), o(linear(L.o, std::nullopt)),
       gate(linear(L.gate, gate_up_pair)), up(linear(L.up, gate_up_pair)), down(linear(L.down, std::nullopt)) {}
 
-void DeviceLayer::run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv,
-                          const LinearExec& ex) const {
+bool DeviceLayer::rope_store_fuses(int M) const {
+  return qkv_stack && qkv_stack->rope_head_dim && stack_runs(qkv_stack, std::array<const DeviceLinear*, 3>{&q, &k, &v}, M);
+}
+
+void DeviceLayer::run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv, const LinearExec& ex,
+                          const RopeStore* rope) const {
   const std::array<const DeviceLinear*, 3> parts{&q, &k, &v};
   const std::array<uint16_t*, 3> ys{yq, yk, yv};
+  if (rope) {
+    if (!rope_store_fuses(M)) throw Error(fmt::format("DeviceLayer::run_qkv: '{}' cannot apply RoPE at {} rows", q.name(), M));
+    for (int m0 = 0; m0 < M; m0 += 16) {  // one launch per 16 rows, as run_gemv
+      RopeStore at = *rope;
+      at.slot += m0, at.pos += m0;
+      linear_rope_store(x + int64_t(m0) * q.cols(), std::min(16, M - m0), *qkv_stack, yq + int64_t(m0) * q.rows(), at,
+                        ex.stream);
+    }
+    return;  // no biases: the stack is in pair order only where rope_fuses
+  }
   if (stack_runs(qkv_stack, parts, M)) {
     run_gemv<3>(*qkv_stack, x, M, ys, {q.rows(), k.rows(), v.rows()}, ex.stream);
   } else if (const uint16_t* w16 = fp16_matrix(qkv_stack)) {  // plain float parts: in the stack only
     ex.cublas->gemm(x, w16, ex.stack_out, M, int(qkv_stack->N), int(q.cols()), ex.stream);
-    ops::split_columns(ex.stack_out, M, int(q.rows()), int(k.rows()), int(v.rows()), yq, yk, yv, ex.stream);
+    ops::split_columns(ex.stack_out, M, int(q.rows()), int(k.rows()), int(v.rows()), yq, yk, yv, ex.stream,
+                       qkv_stack->rope_head_dim);
   } else {
     for (size_t i = 0; i < 3; ++i) parts[i]->run(x, M, ys[i], ex);
     return;

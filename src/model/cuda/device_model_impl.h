@@ -18,9 +18,17 @@ struct DeviceLayer {
   // stack, then a split / the SiLU over the interleaved pairs.
   DeviceLayer(const LayerWeights& L, const ModelConfig& c, bool stack);
   DeviceBuffer<float> attn_norm, ffn_norm, q_norm, k_norm;  // q_norm / k_norm: Qwen3 only
+  // Whether the stacked q/k/v GEMV can apply RoPE and store k and v itself (no q/k norms, no
+  // biases): its stack then holds q and k in RoPE pair order.
+  bool rope_fuses;
   std::optional<DeviceWeight> qkv_stack, gate_up_pair;      // empty: each part runs alone
   DeviceLinear q, k, v, o, gate, up, down;
-  void run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv, const LinearExec& ex) const;
+  // Whether run_qkv can take a RopeStore at M rows: rope_fuses, and the stacked GEMV runs at M.
+  bool rope_store_fuses(int M) const;
+  // yq, yk, yv = x · q, k, v^T (+ biases). With rope (an FP16 cache; rope_store_fuses(M) must
+  // hold): linear_rope_store instead, q rotated into yq, k and v into the cache, yk and yv untouched.
+  void run_qkv(const uint16_t* x, int M, uint16_t* yq, uint16_t* yk, uint16_t* yv, const LinearExec& ex,
+               const RopeStore* rope = nullptr) const;
   // ygate = silu(x · gate^T) * (x · up^T); yup is scratch.
   void run_swiglu(const uint16_t* x, int M, uint16_t* ygate, uint16_t* yup, const LinearExec& ex) const;
   // Whether the FFN norm can run inside the gate/up GEMV at M rows (linear_fuses_rmsnorm on the
