@@ -12,6 +12,7 @@
 #include "nibble/cuda/linear.h"
 #include "nibble/error.h"
 #include "repack.h"
+#include "rope_pairs.h"
 
 namespace nibble::cuda {
 namespace {
@@ -213,7 +214,7 @@ PackedTensor stack_rows(const std::vector<const PackedTensor*>& parts, bool inte
   return all;
 }
 
-// t's rows in RoPE pair order for heads of d rows: row 2j + e of a head is its row j + e d/2.
+// t's rows in RoPE pair order for heads of d rows (rope_pairs.h).
 PackedTensor rope_pair_order(const PackedTensor& t, int d, std::string_view name) {
   if (d <= 0 || d % 2 != 0 || t.rows % d != 0)
     throw Error(fmt::format("weights '{}': {} rows are not whole heads of an even {} rows", name, t.rows, d));
@@ -224,7 +225,7 @@ PackedTensor rope_pair_order(const PackedTensor& t, int d, std::string_view name
     if (in.empty()) continue;
     const size_t row_bytes = in.size() / size_t(t.rows);
     for (int64_t r = 0; r < t.rows; ++r) {
-      const int64_t head = r / d, i = r % d, src = head * d + i / 2 + (i % 2) * (d / 2);
+      const int64_t src = r - r % d + detail::rope_pair_source(int(r % d), d);
       std::copy_n(in.begin() + ptrdiff_t(size_t(src) * row_bytes), row_bytes,
                   (out.*plane).begin() + ptrdiff_t(size_t(r) * row_bytes));
     }

@@ -173,7 +173,7 @@ void set_rope(detail::GemvArgs& a, const DeviceWeight& w, const RopeStore* rope)
   a.rope_d = w.rope_head_dim;
   if (!rope) return;
   const char* fn = "linear_rope_store";
-  if (w.rope_head_dim == 0 || w.part_rows.size() != 3)
+  if (w.rope_head_dim == 0)  // upload_stacked gives it to q/k/v stacks only
     throw Error(fmt::format("{} '{}': the weight is not a q/k/v stack in RoPE pair order", fn, w.format));
   if (!rope->cos_sin || !rope->slot || !rope->pos || !rope->k_cache || !rope->v_cache || rope->max_ctx <= 0)
     throw Error(fmt::format("{} '{}': cos_sin, slot, pos, k_cache and v_cache must be device pointers, max_ctx > 0",

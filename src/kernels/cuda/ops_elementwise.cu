@@ -3,6 +3,7 @@
 
 #include "nibble/cuda/ops.h"
 #include "ops_common.cuh"
+#include "rope_pairs.h"
 
 namespace nibble::cuda::ops {
 using namespace detail;
@@ -53,11 +54,8 @@ __global__ void split_columns_kernel(const uint16_t* src, int64_t n, int n0, int
   pdl_wait();
   pdl_trigger();
   const int N = n0 + n1 + n2;
-  // column c of a head in pair order holds element c / 2 + (c % 2) d/2
   auto in_place = [pair_d](int c) {
-    if (pair_d == 0) return c;
-    const int i = c % pair_d;
-    return c - i + i / 2 + (i % 2) * (pair_d / 2);
+    return pair_d == 0 ? c : c - c % pair_d + cuda::detail::rope_pair_source(c % pair_d, pair_d);
   };
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n; j += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = j / N;

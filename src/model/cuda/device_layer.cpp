@@ -35,6 +35,12 @@ std::optional<DeviceWeight> stack(std::initializer_list<const LinearWeight*> par
   return out;
 }
 
+// Whether the stacked q/k/v GEMV can apply RoPE and store k and v itself (no q/k norms, no biases):
+// its stack then holds q and k in RoPE pair order.
+bool rope_fuses(const LayerWeights& L, const ModelConfig& c) {
+  return !c.qk_norm && L.q.bias.empty() && L.k.bias.empty() && L.v.bias.empty();
+}
+
 // One GEMV launch per 16 rows; out_rows[i]: the row length of output i.
 template <size_t P>
 void run_gemv(const DeviceWeight& w, const uint16_t* x, int M, std::array<uint16_t*, P> ys,
@@ -60,10 +66,9 @@ DeviceLayer::DeviceLayer(const LayerWeights& L, const ModelConfig& c, bool stack
     : attn_norm(norm(L.attn_norm)), ffn_norm(norm(L.ffn_norm)),
       q_norm(c.qk_norm ? norm(L.q_norm) : DeviceBuffer<float>()),
       k_norm(c.qk_norm ? norm(L.k_norm) : DeviceBuffer<float>()),
-      rope_fuses(!c.qk_norm && L.q.bias.empty() && L.k.bias.empty() && L.v.bias.empty()),
       qkv_stack(stack({&L.q, &L.k, &L.v}, stack_linears,
                       [&](const std::vector<const PackedTensor*>& w) {
-                        return upload_stacked(w, L.q.name, rope_fuses ? c.head_dim : 0);
+                        return upload_stacked(w, L.q.name, rope_fuses(L, c) ? c.head_dim : 0);
                       })),
       // a bias would have to be added before the fused SiLU: such layers run unfused
       gate_up_pair(stack({&L.gate, &L.up}, stack_linears && L.gate.bias.empty() && L.up.bias.empty(),

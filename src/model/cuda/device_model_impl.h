@@ -18,12 +18,10 @@ struct DeviceLayer {
   // stack, then a split / the SiLU over the interleaved pairs.
   DeviceLayer(const LayerWeights& L, const ModelConfig& c, bool stack);
   DeviceBuffer<float> attn_norm, ffn_norm, q_norm, k_norm;  // q_norm / k_norm: Qwen3 only
-  // Whether the stacked q/k/v GEMV can apply RoPE and store k and v itself (no q/k norms, no
-  // biases): its stack then holds q and k in RoPE pair order.
-  bool rope_fuses;
   std::optional<DeviceWeight> qkv_stack, gate_up_pair;      // empty: each part runs alone
   DeviceLinear q, k, v, o, gate, up, down;
-  // Whether run_qkv can take a RopeStore at M rows: rope_fuses, and the stacked GEMV runs at M.
+  // Whether run_qkv can take a RopeStore at M rows: the stack is in RoPE pair order (no q/k norms
+  // or biases) and the stacked GEMV runs at M.
   bool rope_store_fuses(int M) const;
   // yq, yk, yv = x · q, k, v^T (+ biases). With rope (an FP16 cache; rope_store_fuses(M) must
   // hold): linear_rope_store instead, q rotated into yq, k and v into the cache, yk and yv untouched.
