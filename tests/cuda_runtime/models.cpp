@@ -27,6 +27,12 @@ const TinyHf& llama_model(int inter) {
   return cached("llama" + std::to_string(inter), s);
 }
 
+const TinyHf& llama_wide_model() {
+  TinyHfSpec s;
+  s.inter = 6144, s.heads = 2, s.kv_heads = 1, s.head_dim = 128, s.layers = 2;
+  return cached("llama-wide", s);
+}
+
 const TinyHf& qwen3_model() {
   TinyHfSpec s;
   s.arch = "Qwen3ForCausalLM";

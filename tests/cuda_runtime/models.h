@@ -10,6 +10,9 @@ namespace nibble::cuda::test {
 
 // Llama shape with intermediate size `inter` (688: not a multiple of the group sizes; 768: is).
 const TinyHf& llama_model(int inter);
+// Llama shape with head_dim 128, 2 query heads on 1 KV head, and down rows (6144) longer than one
+// tile of the whole-stack decode kernel (kStackSegK).
+const TinyHf& llama_wide_model();
 const TinyHf& qwen3_model();   // qk-norm
 const TinyHf& qwen2_model();   // q/k/v biases
 const TinyHf& tied_model();    // tied embeddings: logits with large top-2 margins

@@ -154,6 +154,14 @@ class Batch {
   void set_fused_rope_store(bool on);
   // Whether a decode step of `rows` rows does so in every layer.
   bool fuses_rope_store(int rows) const;
+  // Whether one-row decode steps run every layer in one kernel (the whole-stack decode kernel,
+  // src/kernels/cuda/decode_stack.cuh) where the model allows. Experimental and slower than a kernel
+  // per op today (docs/perf/decode-stack-2026-12-02.md): off by default, NIBBLE_DECODE_STACK=1 on.
+  // ctas > 0 runs it on that many CTAs instead of one per SM (tests: more work per CTA). The
+  // captured graphs are dropped.
+  void set_decode_stack(bool on, int ctas = 0);
+  // Whether a decode step of `rows` rows runs that kernel; why_not (if given) gets the reason when not.
+  bool runs_decode_stack(int rows, std::string* why_not = nullptr) const;
   // A decode step's ops per layer, in order: qkv, qk_norm_rope_store, attention, o, ffn_norm
   // (residual add + RMSNorm), gate_up_silu, down, next_norm (residual add + the next norm).
   static const std::vector<std::string>& decode_op_names();

@@ -170,7 +170,6 @@ void check_linear(const uint16_t* x, int M, const DeviceWeight& w, const std::ve
 
 // The RoPE fields of a for a stack in pair order (rope: rotate and store into the KV cache).
 void set_rope(detail::GemvArgs& a, const DeviceWeight& w, const RopeStore* rope) {
-  a.rope_d = w.rope_head_dim;
   if (!rope) return;
   const char* fn = "linear_rope_store";
   if (w.rope_head_dim == 0)  // upload_stacked gives it to q/k/v stacks only
@@ -202,26 +201,17 @@ void run_linear(const uint16_t* x, const RmsNormInput* norm, const RopeStore* ro
       ops::rmsnorm_of_sum(norm->res, norm->delta, norm->w, M, int(w.K), norm->eps, norm->xn, stream);
     }
   }
-  a.q = static_cast<const uint8_t*>(w.qweight);
-  a.scales = static_cast<const uint8_t*>(w.scales);
-  a.aux = static_cast<const uint8_t*>(w.aux);
+  detail::weight_args(w, a);
   a.x = reinterpret_cast<const __half*>(x);
   a.y = reinterpret_cast<__half*>(ys[0]);
-  a.M = M, a.N = int(w.N), a.K = int(w.K);
-  a.out_scale = w.global_scale, a.sv_a = w.sv_a, a.sv_b = w.sv_b;
-  if (w.silu_pairs) {  // one output: silu(gate) * up
-    a.silu_pairs = true;
-    a.out_scale = w.part_scales[0], a.out_scale1 = w.part_scales[1];
-  } else if (parts > 1) {  // a stack: per-part outputs and global scales
-    a.n0 = int(w.part_rows[0]), a.n1 = int(w.part_rows[1]);
-    a.out_scale = w.part_scales[0], a.out_scale1 = w.part_scales[1];
+  a.M = M;
+  if (!w.silu_pairs && parts > 1) {  // a stack: per-part outputs
     a.y1 = reinterpret_cast<__half*>(ys[1]);
-    if (parts > 2) a.out_scale2 = w.part_scales[2], a.y2 = reinterpret_cast<__half*>(ys[2]);
+    if (parts > 2) a.y2 = reinterpret_cast<__half*>(ys[2]);
     set_rope(a, w, rope);
   }
   a.k_splits = choice.k_splits;
   a.mma_row_blocks = choice.row_blocks;
-  detail::fill_sv_table(a);
   if (choice.engine == Engine::tensor_stream || choice.engine == Engine::tensor_cores) {  // the tile layout
     a.q = static_cast<const uint8_t*>(w.qweight_mma);
     if (w.scales_mma) a.scales = static_cast<const uint8_t*>(w.scales_mma);
@@ -235,6 +225,24 @@ void run_linear(const uint16_t* x, const RmsNormInput* norm, const RopeStore* ro
 }
 
 }  // namespace
+
+void detail::weight_args(const DeviceWeight& w, GemvArgs& a) {
+  a.q = static_cast<const uint8_t*>(w.qweight);
+  a.scales = static_cast<const uint8_t*>(w.scales);
+  a.aux = static_cast<const uint8_t*>(w.aux);
+  a.N = int(w.N), a.K = int(w.K);
+  a.out_scale = w.global_scale, a.sv_a = w.sv_a, a.sv_b = w.sv_b;
+  if (w.silu_pairs) {  // one output: silu(gate) * up
+    a.silu_pairs = true;
+    a.out_scale = w.part_scales[0], a.out_scale1 = w.part_scales[1];
+  } else if (w.part_rows.size() > 1) {  // a stack: per-part global scales
+    a.n0 = int(w.part_rows[0]), a.n1 = int(w.part_rows[1]);
+    a.out_scale = w.part_scales[0], a.out_scale1 = w.part_scales[1];
+    if (w.part_rows.size() > 2) a.out_scale2 = w.part_scales[2];
+    a.rope_d = w.rope_head_dim;
+  }
+  fill_sv_table(a);
+}
 
 void linear(const uint16_t* x, int M, const DeviceWeight& w, const std::vector<uint16_t*>& ys, cudaStream_t stream,
             const LinearOptions& opt) {

@@ -7,6 +7,10 @@
 #include <cstdint>
 
 #include "nibble/cuda/weight_kind.h"
+
+namespace nibble::cuda {
+class DeviceWeight;
+}
 #ifdef __CUDACC__
 #include "rope_rotate.cuh"
 #endif
@@ -184,6 +188,9 @@ bool gemv_norm_fusable(int M, int K, int k_splits);
 
 // Host: fills a.sv_h2 from a.sv_a / a.sv_b (the FP4 bit decoders' value * 2^-14 scaling).
 void fill_sv_table(GemvArgs& a);
+// Host: w's fields of a for its CUDA-core layout (codes, metadata, N, K, global and part scales,
+// special values, a stack's part rows, SwiGLU pairs, RoPE pair order); not x, y, M or the launch's choices.
+void weight_args(const DeviceWeight& w, GemvArgs& a);
 // Host: whether both special values of a.sv_h2 (filled) have a zero fp16 low byte, so that the
 // RaZeR table decoders (razer_fp4x8_table_h) are exact; else the bit-placement select decodes.
 inline bool razer_sv_fits_hi_byte(const GemvArgs& a) { return ((a.sv_h2[0] | a.sv_h2[1]) & 0xFFu) == 0; }

@@ -5,6 +5,7 @@
 // sign, bit 14 the sv magnitude select, the rest the scale).
 // Paper 001's Listing 1 decodes repacked {E1 E0 M S} nibbles instead; it needs about twice the
 // operations per pair, and the one-row GEMV is issue-bound (docs/perf/fp4-g128-bits-2026-11-27.md).
+#include "decode_stack.cuh"
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
 #include "gemv_stream.cuh"
@@ -71,5 +72,6 @@ void launch_stream_fp4_g128(const GemvArgs& a, cudaStream_t s) {
 void launch_stream_razer_fp4_g128(const GemvArgs& a, cudaStream_t s) {
   launch_gemv_stream<Fp4G128<true>, WeightKind::razer_fp4_g128>(a, s);
 }
+void launch_stack_fp4_g128(const StackArgs& a, cudaStream_t s) { launch_decode_stack<Fp4G128<false>>(a, s); }
 
 }  // namespace nibble::cuda::detail

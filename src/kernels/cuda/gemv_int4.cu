@@ -1,6 +1,7 @@
 // INT4 asymmetric group-128 GEMV. Kernel layout: codes as serialized (row-major, two per byte);
 // per group one 32-bit word {fp16 scale, fp16 1024 + zero point} (repacked from the FP16 scales
 // and the 4-bit qzeros plane), so (q - z) is one HSUB2 or HFMA2 on the magic-number decode of q.
+#include "decode_stack.cuh"
 #include "gemv.cuh"
 #include "gemv_mma.cuh"
 #include "gemv_stream.cuh"
@@ -49,5 +50,6 @@ void launch_mma_int4_g128(const GemvArgs& a, cudaStream_t s) { launch_gemv_mma<I
 void launch_stream_int4_g128(const GemvArgs& a, cudaStream_t s) {
   launch_gemv_stream<Int4G128, WeightKind::int4_g128>(a, s);
 }
+void launch_stack_int4_g128(const StackArgs& a, cudaStream_t s) { launch_decode_stack<Int4G128>(a, s); }
 
 }  // namespace nibble::cuda::detail

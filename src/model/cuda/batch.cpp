@@ -151,6 +151,14 @@ Batch::Impl::Impl(const DeviceModel::Impl& dm, const BatchOptions& opt)
   NIBBLE_CUDA_CHECK(cudaMemset(attn_ws.get(), 0, attn_ws.bytes()));  // decode attention's chunk counters
   logits_ws = DeviceBuffer<uint8_t>(std::max<size_t>(samp, 1));
   positions.assign(size_t(max_batch), 0);
+  const char* stack_env = std::getenv("NIBBLE_DECODE_STACK");  // experimental (slower today): 1 turns it on
+  use_decode_stack = stack_env && std::string_view(stack_env) == "1";
+  decode_stack_why = DecodeStack::unsupported(m, kv_type);
+  if (decode_stack_why.empty()) {
+    std::vector<ops::KvCache> caches;
+    for (size_t l = 0; l < m.layers.size(); ++l) caches.push_back(kv_cache(int(l)));
+    decode_stack.emplace(m, caches, StackBuffers{x.get(), q.get(), att.get(), gate.get(), rope.get(), pos, slot});
+  }
   // last, so that a failed allocation above leaks neither (the destructor does not run then)
   NIBBLE_CUDA_CHECK(cudaEventCreateWithFlags(&rows_copied, cudaEventDisableTiming));
   NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

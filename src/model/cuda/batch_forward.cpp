@@ -19,6 +19,12 @@ void Batch::Impl::forward(int T, bool decode, int prefill_slot, int pos0, int n_
   const LinearExec ex{stream, &ws, &cublas, stack_out.get()};
   ops::embed(m.embed.get(), ids, T, H, x.get(), stream);
   mark("embed");
+  if (decode && stack_runs(T)) {  // every layer in one kernel, then the final norm
+    decode_stack->run(stream);
+    ops::rmsnorm(x.get(), m.final_norm.get(), T, H, eps, xn.get(), stream);
+    if (n_out > 0) m.logits(xn.get(), n_out, logits.get(), logits16.get(), ex);
+    return;
+  }
   ops::rmsnorm(x.get(), m.layers[0].attn_norm.get(), T, H, eps, xn.get(), stream);
   mark("rmsnorm");
   for (size_t l = 0; l < m.layers.size(); ++l) {
@@ -103,6 +109,23 @@ void Batch::set_fused_rope_store(bool on) {
   NIBBLE_CUDA_CHECK(cudaStreamSynchronize(p_->stream));  // no captured step still running
   p_->fuse_rope_store = on;
   p_->graphs.clear();
+}
+
+void Batch::set_decode_stack(bool on, int ctas) {
+  NIBBLE_CUDA_CHECK(cudaStreamSynchronize(p_->stream));  // no captured step still running
+  p_->use_decode_stack = on;
+  if (p_->decode_stack) p_->decode_stack->set_ctas(ctas);
+  p_->graphs.clear();
+}
+
+bool Batch::runs_decode_stack(int rows, std::string* why_not) const {
+  const Impl& b = *p_;
+  if (why_not)
+    *why_not = !b.decode_stack_why.empty() ? b.decode_stack_why
+               : rows != 1                ? "more than one row"
+               : !b.use_decode_stack      ? "turned off"
+                                          : "";
+  return b.stack_runs(rows);
 }
 
 void Batch::Impl::decode_step(int B) {

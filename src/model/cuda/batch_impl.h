@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "model/cuda/decode_graphs.h"
+#include "model/cuda/decode_stack.h"
 #include "model/cuda/device_buffer.h"
 #include "model/cuda/device_model_impl.h"
 #include "model/cuda/step_profiler.h"
@@ -44,6 +46,10 @@ struct Batch::Impl {
   bool fuse_ffn_norm = true;            // Batch::set_fused_ffn_norm
   bool fuse_rope_store = true;          // Batch::set_fused_rope_store (NIBBLE_FUSE_ROPE=0: off)
   DeviceBuffer<uint16_t> stack_out;     // [rows, widest stack] (LinearExec::stack_out)
+  // The whole-stack decode kernel's plan (one-row steps), where the model allows; else why not.
+  std::optional<DecodeStack> decode_stack;
+  std::string decode_stack_why;
+  bool use_decode_stack = false;        // Batch::set_decode_stack (NIBBLE_DECODE_STACK=1: on)
   DeviceBuffer<float> logits;           // [rows, V]
   DeviceBuffer<uint16_t> logits16;      // [rows, V], for a quantized output layer only
   // A step's per-row inputs, staged in pinned memory and copied in one transfer: [3][rows] =
@@ -84,6 +90,11 @@ struct Batch::Impl {
   ops::KvCache kv_cache(int layer) const;
   // Whether a decode step of `rows` rows applies RoPE and stores k and v inside L's q/k/v GEMV.
   bool rope_store_fused(const DeviceLayer& L, int rows) const;
+  // Whether a decode step of `rows` rows runs the whole-stack kernel (not while profiling or
+  // leaving ops out: those time the per-op kernels).
+  bool stack_runs(int rows) const {
+    return rows == 1 && decode_stack && use_decode_stack && !profiler && skipped_ops.empty();
+  }
   void check_slot(int s, const char* what) const;
   void check_tokens(std::span<const int32_t> tokens, const char* what) const;
   // Copies the per-row token ids, slots and positions of a step of n rows into ids / slot / pos

@@ -53,6 +53,9 @@ class DeviceLinear {
   const uint16_t* fp16_weight() const;
   // y[M, N] += bias (nothing without one): for outputs a stacked GEMV wrote.
   void add_bias(uint16_t* y, int M, cudaStream_t stream) const;
+  // Its own GEMV layout (null where it has none, or where its layer holds it in a stack).
+  const DeviceWeight* gemv_weight() const { return gemv_ ? &*gemv_ : nullptr; }
+  bool has_bias() const { return !bias_.empty(); }
   const std::string& name() const { return name_; }
   const std::string& format() const { return format_; }
   int64_t rows() const { return N_; }
