@@ -268,8 +268,8 @@ __device__ __forceinline__ void stack_attention(const StackArgs& A, const StackL
 #pragma unroll
     for (int uu = 0; uu < U; ++uu) {
       const int key = min(k + uu * kStackConsumers, k1 - 1);
-      const __half* kr = L.k_cache + (base + key) * D + lane * C;
-      const __half* vr = L.v_cache + (base + key) * D + lane * C;
+      const __half* kr = L.qkv.a.k_cache + (base + key) * D + lane * C;  // the caches q/k/v stores into
+      const __half* vr = L.qkv.a.v_cache + (base + key) * D + lane * C;
 #pragma unroll
       for (int e = 0; e < C; e += 2) {
         const float2 kk = __half22float2(__ldcg(reinterpret_cast<const __half2*>(kr + e)));

@@ -32,11 +32,9 @@ struct StackGemv {
   int seg_q0[kStackMaxSegs] = {}, seg_s0[kStackMaxSegs] = {};  // where it starts in a row
 };
 struct StackLayerArgs {
-  StackGemv qkv, o, gate_up, down;
+  StackGemv qkv, o, gate_up, down;  // qkv.a's k_cache / v_cache: the layer's FP16 caches, attention's too
   const float* attn_norm = nullptr;
   const float* ffn_norm = nullptr;
-  const __half* k_cache = nullptr;  // FP16 [slots][nkv][max_ctx][d]
-  const __half* v_cache = nullptr;
 };
 struct StackArgs {
   const StackLayerArgs* layers = nullptr;  // device array

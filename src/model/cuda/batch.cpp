@@ -151,14 +151,9 @@ Batch::Impl::Impl(const DeviceModel::Impl& dm, const BatchOptions& opt)
   NIBBLE_CUDA_CHECK(cudaMemset(attn_ws.get(), 0, attn_ws.bytes()));  // decode attention's chunk counters
   logits_ws = DeviceBuffer<uint8_t>(std::max<size_t>(samp, 1));
   positions.assign(size_t(max_batch), 0);
-  const char* stack_env = std::getenv("NIBBLE_DECODE_STACK");  // experimental (slower today): 1 turns it on
-  use_decode_stack = stack_env && std::string_view(stack_env) == "1";
   decode_stack_why = DecodeStack::unsupported(m, kv_type);
-  if (decode_stack_why.empty()) {
-    std::vector<ops::KvCache> caches;
-    for (size_t l = 0; l < m.layers.size(); ++l) caches.push_back(kv_cache(int(l)));
-    decode_stack.emplace(m, caches, StackBuffers{x.get(), q.get(), att.get(), gate.get(), rope.get(), pos, slot});
-  }
+  const char* stack_env = std::getenv("NIBBLE_DECODE_STACK");  // experimental (slower today): 1 turns it on
+  if (stack_env && std::string_view(stack_env) == "1") enable_decode_stack(0);
   // last, so that a failed allocation above leaks neither (the destructor does not run then)
   NIBBLE_CUDA_CHECK(cudaEventCreateWithFlags(&rows_copied, cudaEventDisableTiming));
   NIBBLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -169,6 +164,17 @@ Batch::Impl::~Impl() {
   if (stream) cudaStreamSynchronize(stream);
   if (rows_copied) cudaEventDestroy(rows_copied);
   if (stream) cudaStreamDestroy(stream);
+}
+
+void Batch::Impl::enable_decode_stack(int ctas) {
+  use_decode_stack = true;
+  if (!decode_stack_why.empty()) return;
+  if (!decode_stack) {
+    std::vector<ops::KvCache> caches;
+    for (size_t l = 0; l < m.layers.size(); ++l) caches.push_back(kv_cache(int(l)));
+    decode_stack.emplace(m, caches, StackBuffers{x.get(), q.get(), att.get(), gate.get(), rope.get(), pos, slot});
+  }
+  decode_stack->set_ctas(ctas);
 }
 
 ops::KvCache Batch::Impl::kv_cache(int layer) const {

@@ -113,8 +113,8 @@ void Batch::set_fused_rope_store(bool on) {
 
 void Batch::set_decode_stack(bool on, int ctas) {
   NIBBLE_CUDA_CHECK(cudaStreamSynchronize(p_->stream));  // no captured step still running
-  p_->use_decode_stack = on;
-  if (p_->decode_stack) p_->decode_stack->set_ctas(ctas);
+  if (on) p_->enable_decode_stack(ctas);
+  else p_->use_decode_stack = false;
   p_->graphs.clear();
 }
 
@@ -124,6 +124,7 @@ bool Batch::runs_decode_stack(int rows, std::string* why_not) const {
     *why_not = !b.decode_stack_why.empty() ? b.decode_stack_why
                : rows != 1                ? "more than one row"
                : !b.use_decode_stack      ? "turned off"
+               : !b.skipped_ops.empty()   ? "decode ops are left out (skip_decode_ops)"
                                           : "";
   return b.stack_runs(rows);
 }

@@ -46,7 +46,8 @@ struct Batch::Impl {
   bool fuse_ffn_norm = true;            // Batch::set_fused_ffn_norm
   bool fuse_rope_store = true;          // Batch::set_fused_rope_store (NIBBLE_FUSE_ROPE=0: off)
   DeviceBuffer<uint16_t> stack_out;     // [rows, widest stack] (LinearExec::stack_out)
-  // The whole-stack decode kernel's plan (one-row steps), where the model allows; else why not.
+  // The whole-stack decode kernel's plan (one-row steps), built when first turned on where the model
+  // allows; else why not.
   std::optional<DecodeStack> decode_stack;
   std::string decode_stack_why;
   bool use_decode_stack = false;        // Batch::set_decode_stack (NIBBLE_DECODE_STACK=1: on)
@@ -90,6 +91,8 @@ struct Batch::Impl {
   ops::KvCache kv_cache(int layer) const;
   // Whether a decode step of `rows` rows applies RoPE and stores k and v inside L's q/k/v GEMV.
   bool rope_store_fused(const DeviceLayer& L, int rows) const;
+  // use_decode_stack on, the plan built (where the model allows) for `ctas` CTAs (0: one per SM).
+  void enable_decode_stack(int ctas);
   // Whether a decode step of `rows` rows runs the whole-stack kernel (not while profiling or
   // leaving ops out: those time the per-op kernels).
   bool stack_runs(int rows) const {

@@ -139,7 +139,6 @@ DecodeStack::DecodeStack(const DeviceModel::Impl& m, const std::vector<ops::KvCa
     a.qkv.a.rope_max_ctx = caches[l].max_ctx;
     a.gate_up.a.y = reinterpret_cast<__half*>(b.h);
     a.attn_norm = L.attn_norm.get(), a.ffn_norm = L.ffn_norm.get();
-    a.k_cache = a.qkv.a.k_cache, a.v_cache = a.qkv.a.v_cache;
   }
   host_layers_ = std::move(layers);
   attn_ws_ = DeviceBuffer<float>(size_t(c.num_heads) * detail::kStackMaxChunks * size_t(d + 2));
@@ -161,6 +160,7 @@ DecodeStack::DecodeStack(const DeviceModel::Impl& m, const std::vector<ops::KvCa
 
 void DecodeStack::set_ctas(int ctas) {
   const int G = ctas > 0 ? std::min(ctas, tc::sm_count()) : tc::sm_count();
+  if (G == args_.ctas) return;  // planned and uploaded for this grid already
   const int slots = fit(host_layers_, G, args_.slot_bytes, args_.x_bytes, args_.d, args_.part_floats);
   if (!slots) throw Error(fmt::format("whole-stack decode kernel: {} CTAs leave room for fewer than 4 ring slots", G));
   args_.ctas = G, args_.ring_slots = slots;
