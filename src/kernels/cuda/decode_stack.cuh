@@ -117,44 +117,73 @@ __device__ __forceinline__ void stack_wait_slot(uint64_t* full, const volatile u
   tc::mbar_wait(full + pos, round & 1);
 }
 
+constexpr int kStackConsumerThreads = 32 * kStackConsumers;
+
 // X for a GEMV from an fp16 vector in global memory (written by other CTAs in this launch: by L2),
-// paired like F's decoder (stage_x_paired).
+// paired like F's decoder (stage_x_paired). Each thread requests up to 4 units before using any:
+// one round trip to L2 for rows up to 4 x 8 x 480 elements, where a loop that used each unit
+// before loading the next took one per unit.
 template <class F>
 __device__ __forceinline__ void stack_stage_x(const __half* src, int n, uint4* xs) {
+  constexpr int B = 4;
   const uint4* s = reinterpret_cast<const uint4*>(src);
-  for (int u = threadIdx.x; u < n / 8; u += 32 * kStackConsumers) {
-    uint32_t p[4];
-    pair_x8<F>(__ldcg(s + u), p);
-    xs[u] = make_uint4(p[0], p[1], p[2], p[3]);
+  for (int u0 = threadIdx.x; u0 < n / 8; u0 += B * kStackConsumerThreads) {
+    uint4 v[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      if (u0 + b * kStackConsumerThreads < n / 8) v[b] = __ldcg(s + u0 + b * kStackConsumerThreads);
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      if (const int u = u0 + b * kStackConsumerThreads; u < n / 8) {
+        uint32_t p[4];
+        pair_x8<F>(v[b], p);
+        xs[u] = make_uint4(p[0], p[1], p[2], p[3]);
+      }
   }
   stack_consumers_sync();
 }
 
-// X = fp16(rmsnorm(x) * w) over H, in rmsnorm_row.cuh's order (the bits of ops::rmsnorm and of the
-// GEMV that normalizes its own X), paired like F's decoder.
+// X = fp16(rmsnorm(x) * w) over H (<= kStackMaxH), in rmsnorm_row.cuh's order (the bits of
+// ops::rmsnorm and of the GEMV that normalizes its own X), paired like F's decoder. Every thread
+// requests all of its elements of x and w at once (VI virtual threads x PER), so the norm waits on
+// L2 once instead of once per element.
 template <class F>
 __device__ __forceinline__ void stack_stage_normed(const float* x, const float* w, int H, float eps, uint4* xs,
                                                    float* scratch) {
-  const int VT = norm_virtual_threads(H), per = (H + VT - 1) / VT;
-  for (int t0 = 0; t0 < VT; t0 += 32 * kStackConsumers) {  // warp-uniform: VT is a multiple of 32
-    const int t = t0 + int(threadIdx.x);
-    float ss = 0.0f;
-    for (int j = 0; j < per; ++j) {
-      const int idx = t + VT * j;
-      if (t < VT && idx < H) {
-        const float v = __ldcg(x + idx);
-        ss = fmaf(v, v, ss);
-      }
+  constexpr int VI = (kNormThreads + kStackConsumerThreads - 1) / kStackConsumerThreads, PER = kStackMaxH / kNormThreads;
+  const int VT = norm_virtual_threads(H);
+  float v[VI][PER], wv[VI][PER];
+#pragma unroll
+  for (int i = 0; i < VI; ++i)
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int t = int(threadIdx.x) + kStackConsumerThreads * i, idx = t + VT * j;
+      const bool ok = t < VT && idx < H;
+      v[i][j] = ok ? __ldcg(x + idx) : 0.0f;
+      wv[i][j] = ok ? __ldg(w + idx) : 0.0f;
     }
+#pragma unroll
+  for (int i = 0; i < VI; ++i) {
+    if (kStackConsumerThreads * i >= VT) break;  // warp-uniform: VT is a multiple of 32
+    const int t = int(threadIdx.x) + kStackConsumerThreads * i;
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < PER; ++j) ss = fmaf(v[i][j], v[i][j], ss);  // zeros past the row add nothing
     norm_group_sum(ss, unsigned(t / 32), t < VT, scratch);
   }
   stack_consumers_sync();
   const float r = norm_factor(norm_total(scratch, H), H, eps);
   __half* xh = reinterpret_cast<__half*>(xs);
-  for (int idx = threadIdx.x; idx < H; idx += 32 * kStackConsumers) xh[idx] = norm_out(__ldg(w + idx), __ldcg(x + idx), r);
+#pragma unroll
+  for (int i = 0; i < VI; ++i)
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int t = int(threadIdx.x) + kStackConsumerThreads * i, idx = t + VT * j;
+      if (t < VT && idx < H) xh[idx] = norm_out(wv[i][j], v[i][j], r);
+    }
   stack_consumers_sync();
   if constexpr (HalfDot<F>::value) {
-    for (int u = threadIdx.x; u < H / 8; u += 32 * kStackConsumers) {
+    for (int u = threadIdx.x; u < H / 8; u += kStackConsumerThreads) {
       uint32_t p[4];
       pair_x8<F>(xs[u], p);
       xs[u] = make_uint4(p[0], p[1], p[2], p[3]);
@@ -249,9 +278,17 @@ __device__ __forceinline__ void stack_attention(const StackArgs& A, const StackL
   float* wl = sm + kStackConsumers * kStackMaxGroup;   // [warps][group]: its sum
   float* sacc = sm + 2 * kStackConsumers * kStackMaxGroup;  // [group][D + 1]: P.V, then the sum
   float* sq = sacc + kStackMaxGroup * (D + 1);               // [group][D]: the scaled queries
-  for (int e = threadIdx.x; e < group * (D + 1); e += 32 * kStackConsumers) sacc[e] = 0.0f;
-  for (int e = threadIdx.x; e < group * D; e += 32 * kStackConsumers)
-    sq[e] = __half2float(__ldcg(A.q + g * group * D + e)) * A.qscale;
+  for (int e = threadIdx.x; e < group * (D + 1); e += kStackConsumerThreads) sacc[e] = 0.0f;
+  {  // the group's queries (up to 8 x 128 halves: 3 per thread), requested together
+    constexpr int B = (kStackMaxGroup * D + kStackConsumerThreads - 1) / kStackConsumerThreads;
+    __half qh[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      if (const int e = int(threadIdx.x) + b * kStackConsumerThreads; e < group * D) qh[b] = __ldcg(A.q + g * group * D + e);
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      if (const int e = int(threadIdx.x) + b * kStackConsumerThreads; e < group * D) sq[e] = __half2float(qh[b]) * A.qscale;
+  }
   stack_consumers_sync();
 
   float m[kStackMaxGroup], l[kStackMaxGroup], acc[kStackMaxGroup][C];
@@ -328,18 +365,42 @@ __device__ __forceinline__ void stack_attention(const StackArgs& A, const StackL
   stack_consumers_sync();
   if (!*s_last) return;
   __threadfence();
-  for (int e = threadIdx.x; e < group * D; e += 32 * kStackConsumers) {
-    const int h = g * group + e / D, k = e % D;
-    const float* ws = A.attn_ws + int64_t(h) * kStackMaxChunks * (D + 2);
-    float mx = -INFINITY;
-    for (int cc = 0; cc < chunks; ++cc) mx = fmaxf(mx, __ldcg(ws + cc * (D + 2) + D));
-    float num = 0.0f, den = 0.0f;
+  // The combine, in three passes with one wait on L2 each: every chunk's (max, sum) into shared
+  // memory (sacc and sq are free again), then per query head the chunks' weights and the
+  // denominator, then per output all chunks' P.V requested at once and added in chunk order.
+  float* cmax = sacc;                                 // [group][kStackMaxChunks]
+  float* csum = cmax + kStackMaxGroup * kStackMaxChunks;  // [group][kStackMaxChunks], then the weights
+  float* den = csum + kStackMaxGroup * kStackMaxChunks;   // [group]
+  const float* ws0 = A.attn_ws + int64_t(g * group) * kStackMaxChunks * (D + 2);  // head g * group, chunk 0
+  for (int e = threadIdx.x; e < group * chunks; e += kStackConsumerThreads) {
+    const int h = e / chunks, cc = e % chunks;
+    const float* ws = ws0 + (h * kStackMaxChunks + cc) * (D + 2) + D;
+    cmax[h * kStackMaxChunks + cc] = __ldcg(ws), csum[h * kStackMaxChunks + cc] = __ldcg(ws + 1);
+  }
+  stack_consumers_sync();
+  if (int(threadIdx.x) < group) {
+    const int h = threadIdx.x;
+    float mx = -INFINITY, dn = 0.0f;
+    for (int cc = 0; cc < chunks; ++cc) mx = fmaxf(mx, cmax[h * kStackMaxChunks + cc]);
     for (int cc = 0; cc < chunks; ++cc) {
-      const float f = exp2f(__ldcg(ws + cc * (D + 2) + D) - mx);
-      num = fmaf(f, __ldcg(ws + cc * (D + 2) + k), num);
-      den = fmaf(f, __ldcg(ws + cc * (D + 2) + D + 1), den);
+      const float f = exp2f(cmax[h * kStackMaxChunks + cc] - mx);
+      dn = fmaf(f, csum[h * kStackMaxChunks + cc], dn);
+      csum[h * kStackMaxChunks + cc] = f;
     }
-    A.att[h * D + k] = __float2half_rn(num / den);
+    den[h] = dn;
+  }
+  stack_consumers_sync();
+  for (int e = threadIdx.x; e < group * D; e += kStackConsumerThreads) {
+    const int h = e / D, k = e % D;
+    const float* ws = ws0 + h * kStackMaxChunks * (D + 2) + k;
+    float pv[kStackMaxChunks];
+#pragma unroll
+    for (int cc = 0; cc < kStackMaxChunks; ++cc) pv[cc] = cc < chunks ? __ldcg(ws + cc * (D + 2)) : 0.0f;
+    float num = 0.0f;
+#pragma unroll
+    for (int cc = 0; cc < kStackMaxChunks; ++cc)
+      if (cc < chunks) num = fmaf(csum[h * kStackMaxChunks + cc], pv[cc], num);
+    A.att[(g * group + h) * D + k] = __float2half_rn(num / den[h]);
   }
 }
 

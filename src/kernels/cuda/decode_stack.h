@@ -17,6 +17,7 @@ constexpr int kStackMaxSegs = 8;     // slots per tile: rows up to 8 x kStackSeg
 constexpr int kStackMaxSlots = 64;
 constexpr int kStackMaxGroup = 8;    // query heads per KV head
 constexpr int kStackMaxChunks = 16;  // key chunks per KV head (attention units)
+constexpr int kStackMaxH = 8192;     // hidden size: the norms hold a thread's elements in registers
 constexpr size_t kStackSmemMax = 232448 - 1024;  // sm_90's opt-in limit less the kernel's static arrays
 
 // One GEMV of a layer: the CUDA-core layout's arguments (the stores read them: RoPE and the KV

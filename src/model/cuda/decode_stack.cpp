@@ -92,6 +92,7 @@ Plan plan(const DeviceModel::Impl& m, ops::KvType kv, std::vector<detail::StackL
   if (nkv < 1 || nh % nkv || nh / nkv > detail::kStackMaxGroup)
     return no(fmt::format("{} query heads over {} KV heads (at most {} per KV head)", nh, nkv, detail::kStackMaxGroup));
   if (m.layers.empty() || H % 8 || I % 8) return no("no layers, or widths not multiples of 8");
+  if (H > detail::kStackMaxH) return no(fmt::format("hidden size {} (at most {})", H, detail::kStackMaxH));
   std::vector<detail::StackLayerArgs> out;
   const WeightKind kind = m.layers[0].qkv_stack ? m.layers[0].qkv_stack->kind : WeightKind::fp16;
   p.launch = launcher(kind);
