@@ -38,7 +38,7 @@
 namespace nibble::cuda::detail {
 
 __device__ __forceinline__ void stack_consumers_sync() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(32 * kStackConsumers) : "memory");
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kStackConsumerThreads) : "memory");
 }
 
 // A barrier of every CTA's consumers (the producers never wait on one). count rises by one per CTA
@@ -116,8 +116,6 @@ __device__ __forceinline__ void stack_wait_slot(uint64_t* full, const volatile u
   while (*issued <= i) __nanosleep(32);
   tc::mbar_wait(full + pos, round & 1);
 }
-
-constexpr int kStackConsumerThreads = 32 * kStackConsumers;
 
 // X for a GEMV from an fp16 vector in global memory (written by other CTAs in this launch: by L2),
 // paired like F's decoder (stage_x_paired). Each thread requests up to 4 units before using any:
@@ -241,7 +239,7 @@ __device__ __forceinline__ void stack_gemv(const StackArgs& A, const StackGemv& 
     }
   }
   stack_consumers_sync();
-  for (int e = threadIdx.x; e < nt * (R / 2); e += 32 * kStackConsumers) {
+  for (int e = threadIdx.x; e < nt * (R / 2); e += kStackConsumerThreads) {
     const int lt = e / (R / 2), r = 2 * (e % (R / 2)), row = (first + lt * G) * R + r;
     const float* src = part_sums + lt * per_tile * R + r;
     float v0 = 0.0f, v1 = 0.0f;
@@ -351,7 +349,7 @@ __device__ __forceinline__ void stack_attention(const StackArgs& A, const StackL
   }
   stack_consumers_sync();
   // this chunk's partials: P.V [D], max, sum per query head
-  for (int e = threadIdx.x; e < group * (D + 2); e += 32 * kStackConsumers) {
+  for (int e = threadIdx.x; e < group * (D + 2); e += kStackConsumerThreads) {
     const int h = e / (D + 2), k = e % (D + 2);
     const float v = k < D ? sacc[h * (D + 1) + k] : k == D ? chunk_max(h) : sacc[h * (D + 1) + D];
     __stcg(A.attn_ws + (int64_t(g * group + h) * kStackMaxChunks + c) * (D + 2) + k, v);

@@ -9,7 +9,8 @@
 namespace nibble::cuda::detail {
 
 constexpr int kStackConsumers = 15;  // consumer warps per CTA; one producer warp besides (16 warps: 128 registers)
-constexpr int kStackThreads = 32 * (kStackConsumers + 1);
+constexpr int kStackConsumerThreads = 32 * kStackConsumers;
+constexpr int kStackThreads = kStackConsumerThreads + 32;
 constexpr int kStackMaxParts = 4;    // a slot's chunks split over up to this many warps
 constexpr int kStackRows = 4;        // rows of a tile, one consumer warp's unit (even: SwiGLU and RoPE pairs)
 constexpr int kStackSegK = 4096;     // a tile's elements per row and ring slot (longer rows: several slots)
